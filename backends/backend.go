@@ -1,0 +1,63 @@
+// Package backends defines what lockcheck needs of a lock backend: a client
+// that acquires, extends and releases a lock and hands out a fence, and the
+// nodes the backend needs running. A backend knows nothing of faults.
+package backends
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotAcquired means the lock service certainly refused the grant: the
+// lock is held by someone else. It becomes a fail event, not an info.
+var ErrNotAcquired = errors.New("lock is held by another client")
+
+// Grant is what a successful acquire hands the client.
+type Grant struct {
+	Token string
+	// Fence rises with every grant, if the backend hands out one.
+	Fence *int64
+	// TTL is the lease length the backend promises.
+	TTL time.Duration
+}
+
+// Lock is a client of one lock service. Every error other than
+// ErrNotAcquired leaves the outcome unknown.
+type Lock interface {
+	Acquire(ctx context.Context, key string) (Grant, error)
+	// Extend pushes the lease out to a full TTL from now if g still holds it.
+	// It reports false when the lease was no longer the client's.
+	Extend(ctx context.Context, key string, g Grant) (bool, error)
+	// Release gives the lock up. It reports whether a key was deleted.
+	Release(ctx context.Context, key string, g Grant) (bool, error)
+	// Inspect describes the lock's state on the service, for the evidence a
+	// run records at its end (for example a key left with no TTL).
+	Inspect(ctx context.Context, key string) (string, error)
+	Close() error
+}
+
+// Failpoint is called by a backend at named moments a fault may aim at, for
+// example between SETNX and EXPIRE. A nil Failpoint does nothing.
+type Failpoint func(name string)
+
+// Hit calls fp if it is set.
+func (fp Failpoint) Hit(name string) {
+	if fp != nil {
+		fp(name)
+	}
+}
+
+// NodeSpec describes one server process a backend needs. The runtime picks
+// its port and data directory.
+type NodeSpec struct {
+	Name    string // redis-0, ...
+	Program string // the executable, looked up on PATH unless absolute
+	// Args builds the command line for a node listening on 127.0.0.1:port
+	// with its files under dir.
+	Args func(port int, dir string) []string
+	// Ready returns nil once the node at addr serves requests.
+	Ready func(ctx context.Context, addr string) error
+	// Version asks a ready node for its version, for the report.
+	Version func(ctx context.Context, addr string) (string, error)
+}

@@ -1,0 +1,224 @@
+// Package redis is the single-Redis lock backend: SET key token NX PX with a
+// token-checked Lua release, and the known-bad variants people still ship.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lockcheck/lockcheck/backends"
+)
+
+// Variants of the Redis lock.
+const (
+	// Correct is SET key token NX PX ttl, released by a Lua compare-and-delete.
+	Correct = "correct"
+	// SetnxExpire takes the lock with SETNX and then EXPIRE: a client that
+	// dies between the two leaves a key that never expires.
+	SetnxExpire = "setnx-expire"
+	// DelRelease releases with a plain DEL, deleting whoever holds the lock.
+	DelRelease = "del-release"
+)
+
+// Variants lists every variant, the correct one first.
+var Variants = []string{Correct, SetnxExpire, DelRelease}
+
+// FailpointSetnxExpireGap is the moment between SETNX and EXPIRE.
+const FailpointSetnxExpireGap = "setnx-expire-gap"
+
+// The release and extend scripts compare the token first, so a client whose
+// lease expired cannot touch the lock of the client that holds it now.
+var (
+	releaseScript = goredis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+	extendScript  = goredis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`)
+)
+
+// Options configure a client.
+type Options struct {
+	Addr    string
+	Variant string
+	TTL     time.Duration
+	// Fence says whether acquire takes a fence from INCR on a counter key.
+	Fence bool
+	// Timeout bounds each command; a command that times out has an unknown
+	// outcome.
+	Timeout   time.Duration
+	Failpoint backends.Failpoint
+}
+
+// Lock is a Redis lock client.
+type Lock struct {
+	opts Options
+	rdb  *goredis.Client
+}
+
+// New returns a client of the Redis at opts.Addr.
+func New(opts Options) (*Lock, error) {
+	if opts.Variant == "" {
+		opts.Variant = Correct
+	}
+	if !validVariant(opts.Variant) {
+		return nil, fmt.Errorf("unknown redis variant %q (want one of %v)", opts.Variant, Variants)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
+	rdb := goredis.NewClient(&goredis.Options{
+		Addr:         opts.Addr,
+		DialTimeout:  opts.Timeout,
+		ReadTimeout:  opts.Timeout,
+		WriteTimeout: opts.Timeout,
+		// A retried SET NX could succeed the first time and fail the second:
+		// every command is sent once and a lost reply is an unknown outcome.
+		MaxRetries: -1,
+		PoolSize:   2,
+	})
+	return &Lock{opts: opts, rdb: rdb}, nil
+}
+
+func validVariant(v string) bool {
+	for _, x := range Variants {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// FenceKey is the counter INCR draws fences from.
+func FenceKey(key string) string { return "lockcheck:fence:" + key }
+
+// Acquire takes the lock once, without retrying.
+func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) {
+	token, err := newToken()
+	if err != nil {
+		return backends.Grant{}, err
+	}
+	g := backends.Grant{Token: token, TTL: l.opts.TTL}
+	switch l.opts.Variant {
+	case SetnxExpire:
+		ok, err := l.rdb.SetNX(ctx, key, token, 0).Result()
+		if err != nil {
+			return g, err
+		}
+		if !ok {
+			return g, backends.ErrNotAcquired
+		}
+		l.opts.Failpoint.Hit(FailpointSetnxExpireGap)
+		if err := l.rdb.PExpire(ctx, key, l.opts.TTL).Err(); err != nil {
+			return g, err
+		}
+	default:
+		ok, err := l.rdb.SetNX(ctx, key, token, l.opts.TTL).Result()
+		if err != nil {
+			return g, err
+		}
+		if !ok {
+			return g, backends.ErrNotAcquired
+		}
+	}
+	if l.opts.Fence {
+		n, err := l.rdb.Incr(ctx, FenceKey(key)).Result()
+		if err != nil {
+			return g, fmt.Errorf("lock taken but INCR of the fence failed: %w", err)
+		}
+		g.Fence = &n
+	}
+	return g, nil
+}
+
+// Extend pushes the lease out by a full TTL if the token still holds it.
+func (l *Lock) Extend(ctx context.Context, key string, g backends.Grant) (bool, error) {
+	n, err := extendScript.Run(ctx, l.rdb, []string{key}, g.Token, l.opts.TTL.Milliseconds()).Int()
+	return n == 1, err
+}
+
+// Release deletes the lock: with a token check, or blindly for del-release.
+func (l *Lock) Release(ctx context.Context, key string, g backends.Grant) (bool, error) {
+	if l.opts.Variant == DelRelease {
+		n, err := l.rdb.Del(ctx, key).Result()
+		return n == 1, err
+	}
+	n, err := releaseScript.Run(ctx, l.rdb, []string{key}, g.Token).Int()
+	return n == 1, err
+}
+
+// Inspect describes the key: free, or held with its remaining TTL.
+func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
+	pttl, err := l.rdb.PTTL(ctx, key).Result()
+	if err != nil {
+		return "", err
+	}
+	// go-redis reports PTTL's -1 (no expiry) and -2 (no key) as those many
+	// nanoseconds rather than milliseconds.
+	switch pttl {
+	case -2 * time.Nanosecond:
+		return key + " is free", nil
+	case -1 * time.Nanosecond:
+		return key + " is held with no TTL (PTTL -1): it will never expire", nil
+	}
+	return fmt.Sprintf("%s is held with %d ms left", key, pttl.Milliseconds()), nil
+}
+
+// Close closes the connection pool.
+func (l *Lock) Close() error { return l.rdb.Close() }
+
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Node describes the redis-server process of the single-Redis topology:
+// loopback only, no persistence, logs and data in its own directory.
+func Node(name, program string) backends.NodeSpec {
+	if program == "" {
+		program = "redis-server"
+	}
+	return backends.NodeSpec{
+		Name:    name,
+		Program: program,
+		Args: func(port int, dir string) []string {
+			return []string{
+				"--bind", "127.0.0.1",
+				"--port", strconv.Itoa(port),
+				"--dir", dir,
+				"--logfile", "redis.log",
+				"--save", "",
+				"--appendonly", "no",
+				"--daemonize", "no",
+				"--protected-mode", "yes",
+			}
+		},
+		Ready:   ping,
+		Version: version,
+	}
+}
+
+func ping(ctx context.Context, addr string) error {
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rdb.Close()
+	return rdb.Ping(ctx).Err()
+}
+
+func version(ctx context.Context, addr string) (string, error) {
+	rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	info, err := rdb.InfoMap(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	if v, ok := info["Server"]["redis_version"]; ok {
+		return v, nil
+	}
+	return "", errors.New("INFO server has no redis_version")
+}

@@ -1,0 +1,72 @@
+package checker
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Kinds of fence anomalies.
+const (
+	FenceDuplicate  = "duplicate"
+	FenceRegression = "regression"
+)
+
+// checkFencing checks that fences rise with the real-time order of grants,
+// per key, over the grants that carry a fence. A fence handed to more than
+// one grant is a duplicate (each extra grant counts once). A grant asked for
+// after another grant completed (B.Invoke > A.OK, so A is certainly earlier)
+// with a lower fence is a regression; sweeping grants by invoke against a
+// pointer over grants by OK keeps the highest fence certainly before each.
+func checkFencing(keys []*keyFacts) Fencing {
+	res := Fencing{Valid: true}
+	note := func(kind string, earlier, later Grant) {
+		if len(res.Anomalies) < maxEvidence {
+			res.Anomalies = append(res.Anomalies, FenceAnomaly{Kind: kind, Earlier: earlier, Later: later})
+		}
+	}
+	for _, k := range keys {
+		var fenced []Grant
+		for _, g := range k.grants {
+			if g.Fence != nil {
+				fenced = append(fenced, g)
+			}
+		}
+		if len(fenced) == 0 {
+			continue
+		}
+		res.Checked = true
+
+		byFence := slices.Clone(fenced)
+		slices.SortFunc(byFence, func(a, b Grant) int {
+			return cmp.Or(cmp.Compare(*a.Fence, *b.Fence), cmp.Compare(a.OK, b.OK))
+		})
+		first := 0 // the earliest grant of the current fence value
+		for i := 1; i < len(byFence); i++ {
+			if *byFence[i].Fence != *byFence[first].Fence {
+				first = i
+				continue
+			}
+			res.Duplicates++
+			note(FenceDuplicate, byFence[first], byFence[i])
+		}
+
+		byOK := fenced
+		slices.SortFunc(byOK, func(a, b Grant) int { return cmp.Compare(a.OK, b.OK) })
+		byInvoke := byFence // reuse: its order is no longer needed
+		slices.SortFunc(byInvoke, func(a, b Grant) int { return cmp.Compare(a.Invoke, b.Invoke) })
+		highest, next := -1, 0
+		for _, b := range byInvoke {
+			for ; next < len(byOK) && byOK[next].OK < b.Invoke; next++ {
+				if highest < 0 || *byOK[next].Fence > *byOK[highest].Fence {
+					highest = next
+				}
+			}
+			if highest >= 0 && *b.Fence < *byOK[highest].Fence {
+				res.Regressions++
+				note(FenceRegression, byOK[highest], b)
+			}
+		}
+	}
+	res.Valid = res.Duplicates == 0 && res.Regressions == 0
+	return res
+}

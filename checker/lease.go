@@ -1,0 +1,91 @@
+package checker
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// maxEvidence bounds every evidence list; the counts stay exact.
+const maxEvidence = 1000
+
+// checkLeaseSafety finds grants made while another process's lease was
+// certainly live. A later grant B violates an earlier grant A (another
+// process, same key) when
+//
+//   - B was asked for after A was granted (B.Invoke >= A.OK) and granted
+//     before A's lease can have ended (B.OK < A.CertainEnd), or
+//   - the two acquires overlap and both leases were certainly live when the
+//     later one was granted: max(A.OK, B.OK) < min(A.CertainEnd, B.CertainEnd).
+//
+// With grants sorted by OK, both cases ask for the earlier grant of largest
+// CertainEnd held by another process: among all grants before B when B's own
+// lease was live at its grant (B.OK < B.CertainEnd), else among grants with
+// OK <= B.Invoke. A prefix table of the best two grants of distinct
+// processes answers both in O(log n).
+func checkLeaseSafety(keys []*keyFacts, faults []Fault) LeaseSafety {
+	res := LeaseSafety{Valid: true}
+	for _, k := range keys {
+		grants := slices.Clone(k.grants)
+		slices.SortFunc(grants, func(a, b Grant) int {
+			return cmp.Or(cmp.Compare(a.OK, b.OK), cmp.Compare(a.Invoke, b.Invoke))
+		})
+		// best[i] is the best two among grants[:i].
+		best := make([]bestTwo, len(grants)+1)
+		for i := range grants {
+			best[i+1] = best[i]
+			best[i+1].add(grants, i)
+		}
+		for i, b := range grants {
+			candidates := best[i]
+			if b.OK >= b.CertainEnd {
+				settled := sort.Search(len(grants), func(j int) bool { return grants[j].OK > b.Invoke })
+				candidates = best[min(settled, i)]
+			}
+			a, ok := candidates.other(grants, b.Process)
+			if !ok || b.OK >= a.CertainEnd {
+				continue
+			}
+			res.Violations++
+			if len(res.Evidence) < maxEvidence {
+				res.Evidence = append(res.Evidence, LeaseViolation{
+					Key:     k.key,
+					Earlier: a,
+					Later:   b,
+					Faults:  faultNames(faultsDuring(faults, a.OK, b.OK)),
+				})
+			}
+		}
+	}
+	res.Valid = res.Violations == 0
+	return res
+}
+
+// bestTwo holds the grant of largest CertainEnd and the grant of largest
+// CertainEnd among the other processes, as indices plus one (0 is none).
+type bestTwo struct{ first, second int }
+
+func (t *bestTwo) add(grants []Grant, i int) {
+	g := grants[i]
+	switch {
+	case t.first == 0 || g.CertainEnd > grants[t.first-1].CertainEnd:
+		if t.first != 0 && grants[t.first-1].Process != g.Process {
+			t.second = t.first
+		}
+		t.first = i + 1
+	case g.Process != grants[t.first-1].Process && (t.second == 0 || g.CertainEnd > grants[t.second-1].CertainEnd):
+		t.second = i + 1
+	}
+}
+
+// other is the grant of largest CertainEnd not held by p.
+func (t bestTwo) other(grants []Grant, p history.Process) (Grant, bool) {
+	for _, i := range []int{t.first, t.second} {
+		if i != 0 && grants[i-1].Process != p {
+			return grants[i-1], true
+		}
+	}
+	return Grant{}, false
+}

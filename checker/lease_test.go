@@ -1,0 +1,160 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLeaseSafety(t *testing.T) {
+	tests := []struct {
+		name    string
+		history func(b *builder)
+		opts    Options
+		// violations pairs each later grant's process with the earlier one's.
+		violations [][2]history.Process
+		faults     []string
+	}{
+		{
+			name: "sequential grants",
+			history: func(b *builder) {
+				b.cycle(0, 0, 0, 1, "r1").cycle(1, 10, 1, 2, "r2").cycle(2, 20, 2, 3, "r3")
+			},
+		},
+		{
+			name: "paused holder whose lease expired is no violation",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).nemesis(5, history.NemPause, "c0", "", "")
+				b.acquireFail(1, 50, 51).acquire(1, 110, 111, 2).release(1, 150, 151)
+				b.nemesis(300, history.NemResume, "c0", "", "").release(0, 301, 302)
+			},
+		},
+		{
+			name: "a late DEL release frees another client's lease",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).nemesis(5, history.NemPause, "c0", "", "")
+				b.acquire(1, 110, 111, 2)
+				// c0 wakes up and deletes c1's key; c2 gets the lock.
+				b.nemesis(115, history.NemResume, "c0", "", "").release(0, 120, 121)
+				b.acquire(2, 125, 126, 3).release(2, 130, 131)
+				b.release(1, 200, 201)
+			},
+			violations: [][2]history.Process{{2, 1}},
+		},
+		{
+			name: "overlapping acquires both granted",
+			history: func(b *builder) {
+				b.acquire(0, 0, 10, 1).acquire(1, 5, 8, 2)
+				b.release(0, 20, 21).release(1, 22, 23)
+			},
+			violations: [][2]history.Process{{0, 1}},
+		},
+		{
+			name: "a grant after the earlier lease's release",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).acquire(1, 5, 60, 2).release(0, 50, 51).release(1, 70, 71)
+			},
+		},
+		{
+			name: "a grant after the lease expired",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).acquire(1, 150, 151, 2).release(1, 160, 161)
+			},
+		},
+		{
+			name: "an extend pushes the lease out",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).extend(0, 80, 81, 100)
+				b.acquire(1, 150, 151, 2).release(1, 160, 161)
+			},
+			violations: [][2]history.Process{{1, 0}},
+		},
+		{
+			name: "the clock allowance keeps a grant at the edge of the lease",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).acquire(1, 98.5, 99, 2)
+			},
+		},
+		{
+			name: "without allowance the same grant is a violation",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).acquire(1, 98.5, 99, 2)
+			},
+			opts:       Options{ClockAllowance: func(int64) int64 { return 0 }},
+			violations: [][2]history.Process{{1, 0}},
+		},
+		{
+			name: "a killed holder's lease still binds",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).nemesis(20, history.NemKill, "c0", "", "")
+				b.acquire(1, 40, 50, 2).release(1, 60, 61)
+			},
+			violations: [][2]history.Process{{1, 0}},
+			faults:     []string{"kill c0"},
+		},
+		{
+			name: "a retired holder's lease still binds",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).op(0, history.FRead, 2, nil, 30, history.Info, nil)
+				b.acquire(1, 40, 50, 2).release(1, 60, 61)
+			},
+			violations: [][2]history.Process{{1, 0}},
+		},
+		{
+			name: "the same process granted again is no violation",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).acquire(0, 10, 11, 2).release(0, 20, 21)
+			},
+		},
+		{
+			name: "the later grant is paired with the longest live lease",
+			history: func(b *builder) {
+				b.acquire(0, 0, 1, 1).release(0, 5, 6)
+				b.acquire(1, 10, 11, 2).acquire(2, 20, 21, 3)
+			},
+			violations: [][2]history.Process{{2, 1}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder("fenced")
+			tt.history(b)
+			r := Check(b.build(t), nil, tt.opts)
+			ls := r.Checks.LeaseSafety
+			require.Equal(t, len(tt.violations), ls.Violations, "%+v", ls.Evidence)
+			assert.Equal(t, len(tt.violations) == 0, ls.Valid)
+			for i, v := range tt.violations {
+				assert.Equal(t, v[0], ls.Evidence[i].Later.Process)
+				assert.Equal(t, v[1], ls.Evidence[i].Earlier.Process)
+			}
+			if tt.faults != nil {
+				assert.Equal(t, tt.faults, ls.Evidence[0].Faults)
+			}
+			if len(tt.violations) > 0 {
+				assert.Equal(t, Invalid, r.Valid, r.Reason)
+			}
+		})
+	}
+}
+
+func TestGrantBounds(t *testing.T) {
+	b := newBuilder("fenced")
+	b.acquire(0, 0, 1, 1).extend(0, 50, 51, 100).release(0, 120, 121)
+	b.acquire(1, 130, 131, 2).nemesis(140, history.NemKill, "c1", "", "")
+	b.acquire(2, 300, 301, 3)
+	h := b.build(t)
+	f := scan(h, DefaultClockAllowance)
+	require.Len(t, f.keys, 1)
+	g := f.keys[0].grants
+	require.Len(t, g, 3)
+
+	assert.Equal(t, at(120), g[0].BeliefEnd, "belief ends at the release invoke")
+	assert.Equal(t, at(120), g[0].CertainEnd, "the release comes before the extended expiry")
+
+	assert.Equal(t, at(140), g[1].BeliefEnd, "belief ends when the process is killed")
+	assert.Equal(t, at(130)+100e6-2.1e6, g[1].CertainEnd, "a killed holder's lease lasts to its expiry less the allowance")
+
+	assert.Equal(t, h.Events[len(h.Events)-1].Time, g[2].BeliefEnd, "belief lasts to the end of the history")
+}

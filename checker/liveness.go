@@ -1,0 +1,148 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// killLead is how long before a stall a kill at a failpoint still explains
+// it: the stall starts at the previous grant, the kill lands during the
+// victim's acquire.
+const killLead = 1e9
+
+// failpointWords says in words where a known failpoint sits and what a kill
+// there leaves behind.
+var failpointWords = map[string]struct{ where, leaves string }{
+	"setnx-expire-gap": {"between SETNX and EXPIRE", "the lock key was left with no TTL"},
+}
+
+// checkLiveness measures how the lock served its clients: grants, acquire
+// latency, and the longest stretch with no grant on a key while some acquire
+// on it was in flight.
+func checkLiveness(f *facts) Liveness {
+	res := Liveness{AcquireFailed: f.acquireFailed, AcquireUnknown: f.acquireUnknown}
+	var latencies []int64
+	for _, k := range f.keys {
+		res.AcquireAttempts += len(k.attempts)
+		for _, g := range k.grants {
+			latencies = append(latencies, g.OK-g.Invoke)
+		}
+	}
+	res.Grants = len(latencies)
+	if secs := float64(f.span.End-f.span.Start) / 1e9; secs > 0 {
+		res.GrantsPerSec = float64(res.Grants) / secs
+	}
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		res.AcquireP50Ms = ms(percentile(latencies, 0.50))
+		res.AcquireP99Ms = ms(percentile(latencies, 0.99))
+		res.AcquireMaxMs = ms(latencies[len(latencies)-1])
+	}
+
+	end := f.span.End
+	if f.hasRunEnd {
+		end = f.runEnd
+	}
+	for _, k := range f.keys {
+		stall, stuck, ok := longestStall(k, f.span.Start, end)
+		if ok && ms(stall.End-stall.Start) > res.LongestStallMs {
+			res.LongestStallMs = ms(stall.End - stall.Start)
+			res.Stall, res.StuckUntilEnd, res.StallKey = &stall, stuck, k.key
+		}
+	}
+	if res.Stall != nil {
+		res.StallReason = stallReason(f, *res.Stall, res.StuckUntilEnd)
+	}
+	return res
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []int64, p float64) int64 {
+	rank := int(math.Ceil(p * float64(len(sorted))))
+	return sorted[max(rank, 1)-1]
+}
+
+// longestStall finds the longest gap between consecutive grants on k
+// (counting from start to the first grant and from the last grant to end)
+// during which an acquire was in flight. stuck reports that it is the gap
+// that runs to the end.
+func longestStall(k *keyFacts, start, end int64) (stall Interval, stuck, ok bool) {
+	oks := make([]int64, 0, len(k.grants)+1)
+	for _, g := range k.grants {
+		oks = append(oks, g.OK)
+	}
+	slices.Sort(oks)
+	attempts := slices.Clone(k.attempts)
+	slices.SortFunc(attempts, func(a, b attempt) int { return cmp.Compare(a.invoke, b.invoke) })
+	// latestEnd[i] is the latest end among attempts[:i+1].
+	latestEnd := make([]int64, len(attempts))
+	for i, a := range attempts {
+		latestEnd[i] = a.end
+		if i > 0 {
+			latestEnd[i] = max(a.end, latestEnd[i-1])
+		}
+	}
+	trying := func(from, to int64) bool {
+		n := sort.Search(len(attempts), func(i int) bool { return attempts[i].invoke >= to })
+		return n > 0 && latestEnd[n-1] > from
+	}
+	from := start
+	for i, to := range append(oks, end) {
+		last := i == len(oks)
+		if to-from > stall.End-stall.Start && trying(from, to) {
+			stall, stuck, ok = Interval{Start: from, End: to}, last, true
+		}
+		from = max(from, to)
+	}
+	return stall, stuck, ok
+}
+
+// stallReason explains a stall in plain words when the history says why: a
+// client killed at a failpoint just before or during it, and what the
+// nemesis saw when it inspected the lock service.
+func stallReason(f *facts, stall Interval, stuck bool) string {
+	var parts []string
+	var kill *history.Event
+	for _, e := range f.nemesis {
+		if e.F == history.NemKill && e.Value != nil && e.Value.Failpoint != "" &&
+			e.Time >= stall.Start-killLead && e.Time <= stall.End {
+			kill = e
+		}
+	}
+	if kill != nil {
+		fp := kill.Value.Failpoint
+		words, known := failpointWords[fp]
+		where := "at failpoint " + fp
+		if known {
+			where = words.where
+		}
+		s := fmt.Sprintf("%s was killed %s at %s", kill.Value.Target, where, relSeconds(kill.Time-f.span.Start))
+		nobody := "nobody got the lock for " + lasting(stall.End-max(kill.Time, stall.Start))
+		if stuck {
+			nobody = "nobody got the lock for the remaining " + lasting(stall.End-kill.Time)
+		}
+		if known {
+			s += "; " + words.leaves + " and " + nobody
+		} else {
+			s += "; " + nobody
+		}
+		parts = append(parts, s)
+	} else if stuck {
+		parts = append(parts, fmt.Sprintf("nobody got the lock from %s to the end of the run although clients kept trying",
+			relSeconds(stall.Start-f.span.Start)))
+	}
+	for _, e := range f.nemesis {
+		if e.F == history.NemInspect && e.Value != nil && e.Value.Detail != "" {
+			parts = append(parts, "at the end of the run: "+e.Value.Detail)
+		}
+	}
+	return strings.Join(parts, "; ")
+}

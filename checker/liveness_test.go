@@ -1,0 +1,72 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// stuckAfterKill is the setnx-expire variant's failure: c3 is killed between
+// SETNX and EXPIRE at 4.2s, the key never expires, and c0 and c1 try in
+// vain until the run ends at 20s.
+func stuckAfterKill() *builder {
+	b := newBuilder("fenced")
+	v := int64(0)
+	for ms := 0.0; ms <= 4000; ms += 100 {
+		b.cycle(0, ms, v, v+1, "")
+		b.acquireFail(1, ms+3, ms+4)
+		v++
+	}
+	b.add(4150, 3, history.Invoke, history.FAcquire, nil)
+	b.nemesis(4199, history.NemFailpoint, "c3", "setnx-expire-gap", "")
+	b.nemesis(4200, history.NemKill, "c3", "setnx-expire-gap", "SIGKILL")
+	for ms := 4300.0; ms < 20000; ms += 100 {
+		b.acquireFail(0, ms, ms+1).acquireFail(1, ms+50, ms+51)
+	}
+	b.nemesis(20000, history.NemRunEnd, "", "", "")
+	return b.nemesis(20001, history.NemInspect, "redis-0", "", "lock-0 has no TTL (PTTL -1)")
+}
+
+func TestLivenessStuckAfterKillAtFailpoint(t *testing.T) {
+	r := stuckAfterKill().check(t)
+	l := r.Checks.Liveness
+	assert.Equal(t, 41, l.Grants)
+	assert.True(t, l.StuckUntilEnd)
+	require.NotNil(t, l.Stall)
+	assert.Equal(t, Interval{Start: at(4001), End: at(20000)}, *l.Stall)
+	assert.InDelta(t, 15999, l.LongestStallMs, 1e-9)
+	assert.Equal(t, lockKey, l.StallKey)
+	assert.Equal(t, "c3 was killed between SETNX and EXPIRE at 4.20s; the lock key was left with no TTL and "+
+		"nobody got the lock for the remaining 15.8s; at the end of the run: lock-0 has no TTL (PTTL -1)", l.StallReason)
+	assert.Equal(t, 1, l.AcquireUnknown, "the killed acquire")
+	assert.Equal(t, 41+41+2*157+1, l.AcquireAttempts)
+	assert.Equal(t, 41+2*157, l.AcquireFailed)
+
+	assert.Equal(t, Valid, r.Valid, "a stuck lock is not unsafe")
+	assert.Contains(t, r.Reason, "; but the lock was stuck until the end: c3 was killed between SETNX and EXPIRE at 4.20s")
+	require.Len(t, r.Faults, 1, "the failpoint, run-end and inspect events are no faults")
+	assert.Equal(t, Fault{Kind: history.NemKill, Target: "c3", Start: at(4200), End: at(4200), Failpoint: "setnx-expire-gap", Index: r.Faults[0].Index}, r.Faults[0])
+}
+
+func TestLivenessStatistics(t *testing.T) {
+	b := newBuilder("fenced")
+	b.cycle(0, 0, 0, 1, "").cycle(1, 10, 1, 2, "").cycle(2, 20, 2, 3, "")
+	b.acquire(0, 30, 35, 4).release(0, 36, 37)
+	b.acquireFail(1, 31, 32).op(2, history.FAcquire, 33, nil, 34, history.Info, nil)
+	b.nemesis(1000, history.NemRunEnd, "", "", "")
+	l := b.check(t).Checks.Liveness
+	assert.Equal(t, 4, l.Grants)
+	assert.InDelta(t, 4/1.0, l.GrantsPerSec, 1e-9)
+	assert.Equal(t, 1.0, l.AcquireP50Ms)
+	assert.Equal(t, 5.0, l.AcquireP99Ms)
+	assert.Equal(t, 5.0, l.AcquireMaxMs)
+	assert.Equal(t, 6, l.AcquireAttempts)
+	assert.Equal(t, 1, l.AcquireFailed)
+	assert.Equal(t, 1, l.AcquireUnknown)
+	// Nobody tried after 35 ms, so the quiet end of the run is no stall.
+	assert.False(t, l.StuckUntilEnd)
+	assert.Equal(t, Interval{Start: at(21), End: at(35)}, *l.Stall)
+	assert.Empty(t, l.StallReason)
+}

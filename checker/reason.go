@@ -1,0 +1,198 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// maxReasonParts keeps the verdict to one readable sentence.
+const maxReasonParts = 3
+
+// explain says the verdict in one plain sentence built from the evidence,
+// with times relative to the start of the history.
+func explain(r *Result, fenced bool) string {
+	x := explainer{r: r, fenced: fenced}
+	switch r.Valid {
+	case Invalid:
+		return sentence(x.anomalies())
+	case Unknown:
+		return sentence([]string{"No safety check failed, but linearizability is unknown: " + r.Checks.Linearizability.Detail})
+	}
+	return sentence([]string{x.noAnomaly()})
+}
+
+func sentence(parts []string) string {
+	if len(parts) > maxReasonParts {
+		parts = parts[:maxReasonParts]
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
+// relSeconds formats a time relative to the start of the history: "4.20s".
+func relSeconds(ns int64) string { return fmt.Sprintf("%.2fs", float64(ns)/1e9) }
+
+// lasting formats a duration: "612 ms" or "15.8s".
+func lasting(ns int64) string {
+	if ns < 1e9 {
+		return fmt.Sprintf("%d ms", (ns+5e5)/1e6)
+	}
+	return fmt.Sprintf("%.1fs", float64(ns)/1e9)
+}
+
+type explainer struct {
+	r      *Result
+	fenced bool
+}
+
+func (x explainer) at(t int64) string { return relSeconds(t - x.r.Span.Start) }
+
+// anomalies describes what broke, causes before their effects.
+func (x explainer) anomalies() []string {
+	c := &x.r.Checks
+	var parts []string
+	if ev := c.LeaseSafety.Evidence; len(ev) > 0 {
+		parts = append(parts, x.leaseViolation(ev[0]))
+	}
+	harm := x.harm()
+	if w := x.window(harm, c.LeaseSafety.Evidence); w != nil {
+		parts = append(parts, x.doubleOwnership(*w))
+	}
+	if an := c.Fencing.Anomalies; len(an) > 0 {
+		parts = append(parts, x.fenceAnomaly(an[0]))
+	}
+	if harm != nil {
+		parts = append(parts, x.resourceAnomaly(*harm))
+	}
+	// A lost update or stale write already is the non-linearizable step,
+	// told in the resource's words.
+	if l := c.Linearizability; l.Result == NotLinearizable && harm == nil {
+		parts = append(parts, "the read-modify-write history is not linearizable: "+l.Detail)
+	}
+	return parts
+}
+
+func (x explainer) leaseViolation(v LeaseViolation) string {
+	s := fmt.Sprintf("%s was granted %s at %s while %s's lease was certainly live", v.Later.Process, v.Key, x.at(v.Later.OK), v.Earlier.Process)
+	if v.Earlier.CertainEnd <= x.r.Span.End {
+		s += " until " + x.at(v.Earlier.CertainEnd)
+	}
+	if fs := faultsDuring(x.r.Faults, v.Earlier.OK, v.Later.OK); len(fs) > 0 {
+		s += " (" + faultPhrase(fs[len(fs)-1]) + ")"
+	}
+	return s
+}
+
+// harm is the first write the resource should not have taken: a lost update
+// or an accepted stale write.
+func (x explainer) harm() *ResourceAnomaly {
+	for i, a := range x.r.Checks.Resource.Anomalies {
+		if a.Kind != StaleWriteRefused {
+			return &x.r.Checks.Resource.Anomalies[i]
+		}
+	}
+	return nil
+}
+
+// window picks the double-ownership window that explains harm (the latest
+// one on its key that began before it), else one of the first lease
+// violation's two processes, else the one with the most writes that landed,
+// else the longest.
+func (x explainer) window(harm *ResourceAnomaly, violations []LeaseViolation) *Window {
+	var best *Window
+	for i := range x.r.Checks.DoubleOwnership.List {
+		w := &x.r.Checks.DoubleOwnership.List[i]
+		switch {
+		case harm != nil:
+			if w.Key == harm.Key && w.Start <= harm.Time && (best == nil || w.Start > best.Start) {
+				best = w
+			}
+		case len(violations) > 0:
+			v := violations[0]
+			if best == nil && w.Key == v.Key && w.Processes == [2]history.Process{v.Earlier.Process, v.Later.Process} {
+				best = w
+			}
+		case best == nil || w.Unsafe > best.Unsafe || (w.Unsafe == best.Unsafe && w.Ms > best.Ms):
+			best = w
+		}
+	}
+	return best
+}
+
+func (x explainer) doubleOwnership(w Window) string {
+	s := fmt.Sprintf("%s and %s both held %s for %s", w.Processes[0], w.Processes[1], w.Key, lasting(w.End-w.Start))
+	fs := faultsDuring(x.r.Faults, w.Start, w.End)
+	for _, f := range fs {
+		// A fault of one of the two owners explains the window best.
+		if f.Target == w.Processes[0].String() || f.Target == w.Processes[1].String() {
+			fs = []Fault{f}
+			break
+		}
+	}
+	if len(fs) > 0 {
+		s += " " + faultPhrase(fs[0])
+	}
+	if !x.fenced && w.Unsafe > 0 {
+		s += fmt.Sprintf(", and the resource accepted %s of theirs without fencing", count(w.Unsafe, "write", "writes"))
+	}
+	return s
+}
+
+func (x explainer) resourceAnomaly(a ResourceAnomaly) string {
+	write := fmt.Sprintf("%s's write of %d", a.Process, a.Value)
+	if a.Fence != nil {
+		write = fmt.Sprintf("%s's write with fence %d", a.Process, *a.Fence)
+	}
+	if a.Kind == LostUpdate {
+		return write + " overwrote a value it had not read (lost update)"
+	}
+	return fmt.Sprintf("the resource accepted %s after fence %d (stale write)", write, *a.Highest)
+}
+
+func (x explainer) fenceAnomaly(a FenceAnomaly) string {
+	if a.Kind == FenceDuplicate {
+		return fmt.Sprintf("fence %d of %s was handed to both %s and %s (duplicate)", *a.Later.Fence, a.Later.Key, a.Earlier.Process, a.Later.Process)
+	}
+	return fmt.Sprintf("%s got fence %d for %s at %s after %s had got fence %d (regression)",
+		a.Later.Process, *a.Later.Fence, a.Later.Key, x.at(a.Later.OK), a.Earlier.Process, *a.Earlier.Fence)
+}
+
+// noAnomaly sums up a history that passed.
+func (x explainer) noAnomaly() string {
+	c := &x.r.Checks
+	s := "No anomaly: " + count(c.Liveness.Grants, "grant", "grants")
+	if c.Fencing.Checked {
+		s += ", fences rose"
+	} else {
+		s += ", no lease was broken"
+	}
+	s += ", no write was lost"
+	if d := c.DoubleOwnership; d.Windows > 0 {
+		were := "were"
+		if d.Windows == 1 {
+			were = "was"
+		}
+		s += fmt.Sprintf("; %s (longest %s)", count(d.Windows, "double-ownership window", "double-ownership windows"), lasting(int64(d.MaxMs*1e6)))
+		switch {
+		case !x.fenced:
+			s += " saw no write land"
+		case c.Resource.StaleWritesRefused > 0:
+			s += fmt.Sprintf(" %s contained by fencing, which refused %s", were, count(c.Resource.StaleWritesRefused, "stale write", "stale writes"))
+		default:
+			s += " " + were + " contained by fencing"
+		}
+	}
+	if l := c.Liveness; l.StuckUntilEnd && l.StallReason != "" {
+		s += "; but the lock was stuck until the end: " + l.StallReason
+	}
+	return s
+}
+
+// count says "1 grant" or "3 grants".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,169 @@
+package checker
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// Sources of the resource check.
+const (
+	SourceResourceLog = "resource-log"
+	SourceHistory     = "history"
+)
+
+// Kinds of resource anomalies.
+const (
+	LostUpdate         = "lost-update"
+	StaleWriteAccepted = "stale-write-accepted"
+	StaleWriteRefused  = "stale-write-refused"
+)
+
+// checkResource judges the resource's serial log, in Seq order and per key:
+// an accepted write that was computed from a value other than the one it
+// replaced lost an update; an accepted write whose fence is below the
+// highest fence accepted before on that key is stale; a refused write is a
+// stale write the resource stopped.
+func checkResource(entries []history.ResourceEntry, source string) ResourceSafety {
+	res := ResourceSafety{Source: source}
+	if !slices.IsSortedFunc(entries, bySeq) {
+		entries = slices.Clone(entries)
+		slices.SortStableFunc(entries, bySeq)
+	}
+	highest := map[string]int64{}
+	for i := range entries {
+		e := &entries[i]
+		high, seen := highest[e.Key]
+		var kinds []string
+		if e.Accepted && e.Read != e.Prev {
+			res.LostUpdates++
+			kinds = append(kinds, LostUpdate)
+		}
+		switch {
+		case !e.Accepted:
+			res.StaleWritesRefused++
+			kinds = append(kinds, StaleWriteRefused)
+		case e.Fence != nil && (!seen || *e.Fence > high):
+			highest[e.Key] = *e.Fence
+		case e.Fence != nil && *e.Fence < high:
+			res.StaleWritesAccepted++
+			kinds = append(kinds, StaleWriteAccepted)
+		}
+		for _, kind := range kinds {
+			if len(res.Anomalies) >= maxEvidence {
+				break
+			}
+			a := ResourceAnomaly{
+				Kind: kind, Key: e.Key, Time: e.Time, Process: e.Process, Fence: e.Fence,
+				Read: e.Read, Prev: e.Prev, Value: e.Value, Req: e.Req, Reason: e.Reason,
+			}
+			if seen {
+				a.Highest = history.Int64(high)
+			}
+			res.Anomalies = append(res.Anomalies, a)
+		}
+	}
+	res.Valid = res.LostUpdates == 0 && res.StaleWritesAccepted == 0
+	return res
+}
+
+func bySeq(a, b history.ResourceEntry) int { return cmp.Compare(a.Seq, b.Seq) }
+
+// entriesFromHistory stands in for a missing resource log: every write that
+// completed ok, in completion order, as the client saw it.
+func entriesFromHistory(keys []*keyFacts) []history.ResourceEntry {
+	var entries []history.ResourceEntry
+	for _, k := range keys {
+		for i := range k.writes {
+			w := &k.writes[i]
+			if w.status != history.OK {
+				continue
+			}
+			e := history.ResourceEntry{
+				Seq: w.doneIndex, Time: w.done, Key: k.key, Process: w.process,
+				Req: w.req, Fence: w.fence, Accepted: w.accepted == nil || *w.accepted,
+			}
+			switch {
+			case w.read != nil:
+				e.Read = *w.read
+			case w.hasFrom:
+				e.Read = w.from.value
+			}
+			if w.value != nil {
+				e.Value = *w.value
+			}
+			// Without the value it replaced, a write cannot be judged lost.
+			e.Prev = e.Read
+			if w.prev != nil {
+				e.Prev = *w.prev
+			}
+			entries = append(entries, e)
+		}
+	}
+	slices.SortFunc(entries, bySeq)
+	return entries
+}
+
+// outcome is what became of a write.
+type outcome int
+
+const (
+	refused outcome = iota
+	accepted
+	unknownOutcome
+)
+
+// resolved is a write's outcome and the latest moment it took effect.
+type resolved struct {
+	accepted outcome
+	at       int64
+}
+
+// outcomes resolves writes, preferring the resource log, which is ground
+// truth, over what the client saw.
+type outcomes struct {
+	byReq map[string]*history.ResourceEntry // nil without a resource log
+}
+
+func newOutcomes(resource []history.ResourceEntry) *outcomes {
+	o := &outcomes{}
+	if resource == nil {
+		return o
+	}
+	o.byReq = make(map[string]*history.ResourceEntry, len(resource))
+	for i := range resource {
+		e := &resource[i]
+		if prev, ok := o.byReq[e.Req]; e.Req != "" && (!ok || !prev.Accepted) {
+			o.byReq[e.Req] = e
+		}
+	}
+	return o
+}
+
+func (o *outcomes) of(w *writeOp) resolved {
+	if e, ok := o.byReq[w.req]; ok && w.req != "" {
+		if e.Accepted {
+			return resolved{accepted, e.Time}
+		}
+		return resolved{refused, e.Time}
+	}
+	switch w.status {
+	case history.OK:
+		if w.accepted == nil || *w.accepted {
+			return resolved{accepted, w.done}
+		}
+		return resolved{refused, w.done}
+	case history.Fail:
+		return resolved{refused, w.done}
+	}
+	if o.byReq == nil {
+		return resolved{unknownOutcome, never}
+	}
+	// The resource log has every write that reached the resource; one
+	// missing from it never happened.
+	if w.status == history.Info {
+		return resolved{refused, w.done}
+	}
+	return resolved{refused, w.invoke}
+}

@@ -1,0 +1,221 @@
+package checker
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// Validity is a verdict: true, false, or unknown when a check could not
+// finish. Unknown is never a pass.
+type Validity int
+
+// Validity values.
+const (
+	Unknown Validity = iota
+	Valid
+	Invalid
+)
+
+// MarshalJSON writes true, false or "unknown", as results.json promises.
+func (v Validity) MarshalJSON() ([]byte, error) {
+	switch v {
+	case Valid:
+		return []byte("true"), nil
+	case Invalid:
+		return []byte("false"), nil
+	}
+	return []byte(`"unknown"`), nil
+}
+
+// UnmarshalJSON reads true, false or "unknown".
+func (v *Validity) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*v = Valid
+	case "false":
+		*v = Invalid
+	case `"unknown"`:
+		*v = Unknown
+	default:
+		return fmt.Errorf("validity must be true, false or \"unknown\", got %s", b)
+	}
+	return nil
+}
+
+func (v Validity) String() string {
+	b, _ := v.MarshalJSON()
+	return string(b)
+}
+
+// Result is everything the checker concludes about one history. Its JSON
+// form is the "checks" object of results.json plus the verdict; keys are
+// added over time and never renamed.
+type Result struct {
+	Valid  Validity `json:"valid"`
+	Reason string   `json:"reason"` // the verdict in one plain sentence, built from the evidence
+	Checks Checks   `json:"checks"`
+	// Faults are the nemesis faults of the run as intervals, for the report.
+	Faults []Fault `json:"faults"`
+	// Span bounds the history on CLOCK_MONOTONIC (first and last event).
+	Span Interval `json:"span"`
+}
+
+// Checks holds one entry per check.
+type Checks struct {
+	LeaseSafety     LeaseSafety     `json:"lease_safety"`
+	DoubleOwnership DoubleOwnership `json:"double_ownership"`
+	Resource        ResourceSafety  `json:"resource"`
+	Fencing         Fencing         `json:"fencing"`
+	Linearizability Linearizability `json:"linearizability"`
+	Liveness        Liveness        `json:"liveness"`
+}
+
+// Interval is a span of CLOCK_MONOTONIC nanoseconds.
+type Interval struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// Fault is a nemesis fault as an interval: from its start event (pause,
+// kill, ...) to its healing event (resume, start), or a point when it has
+// none.
+type Fault struct {
+	Kind      string `json:"kind"`   // pause, kill, ...
+	Target    string `json:"target"` // c3, redis-0, ...
+	Start     int64  `json:"start"`
+	End       int64  `json:"end"`
+	Failpoint string `json:"failpoint,omitempty"`
+	Index     int64  `json:"index"` // history index of the start event
+}
+
+// Grant is one successful acquire, with the span in which its lease was
+// certainly live.
+type Grant struct {
+	Key     string          `json:"key"`
+	Process history.Process `json:"process"`
+	Invoke  int64           `json:"invoke"` // acquire invoke time
+	OK      int64           `json:"ok"`     // acquire ok time
+	Fence   *int64          `json:"fence,omitempty"`
+	TTLms   int64           `json:"ttl_ms"`
+	// CertainEnd is the earliest moment the lease can have ended: the
+	// earliest possible expiry (invoke + TTL, pushed out by successful
+	// extends, less the clock allowance) or the release invoke, whichever is
+	// first.
+	CertainEnd int64 `json:"certain_end"`
+	// BeliefEnd ends the client's belief interval [OK, BeliefEnd]: release
+	// invoke, its death, a retiring info, or the end of the history.
+	BeliefEnd int64 `json:"belief_end"`
+	Index     int64 `json:"index"` // history index of the acquire ok event
+}
+
+// LeaseSafety: did the service grant a lock while another client's lease was
+// certainly live and not released?
+type LeaseSafety struct {
+	Valid      bool             `json:"valid"`
+	Violations int              `json:"violations"`
+	Evidence   []LeaseViolation `json:"evidence,omitempty"`
+}
+
+// LeaseViolation is a grant to Later while Earlier's lease was certainly live.
+type LeaseViolation struct {
+	Key     string   `json:"key"`
+	Earlier Grant    `json:"earlier"`
+	Later   Grant    `json:"later"`
+	Faults  []string `json:"faults,omitempty"` // faults in force or shortly before, as "pause c3"
+}
+
+// DoubleOwnership: overlaps of belief intervals of different processes.
+type DoubleOwnership struct {
+	Windows      int      `json:"windows"`
+	TotalMs      float64  `json:"total_ms"`
+	MaxMs        float64  `json:"max_ms"`
+	UnsafeWrites int      `json:"unsafe_writes"` // accepted writes by either owner inside a window
+	List         []Window `json:"list,omitempty"`
+}
+
+// Window is a span in which two processes both believed they held Key.
+type Window struct {
+	Key       string             `json:"key"`
+	Start     int64              `json:"start"`
+	End       int64              `json:"end"`
+	Ms        float64            `json:"ms"`
+	Processes [2]history.Process `json:"processes"`
+	Faults    []string           `json:"faults,omitempty"`
+	Writes    []int64            `json:"writes,omitempty"` // history indices of writes invoked inside the window by the two
+	Unsafe    int                `json:"unsafe"`           // how many of those the resource accepted
+}
+
+// ResourceSafety: was data corrupted, judged from the resource's serial log.
+type ResourceSafety struct {
+	Valid               bool              `json:"valid"`
+	LostUpdates         int               `json:"lost_updates"`
+	StaleWritesAccepted int               `json:"stale_writes_accepted"`
+	StaleWritesRefused  int               `json:"stale_writes_refused"`
+	Source              string            `json:"source"` // "resource-log" or "history"
+	Anomalies           []ResourceAnomaly `json:"anomalies,omitempty"`
+}
+
+// ResourceAnomaly is one lost update or stale write.
+type ResourceAnomaly struct {
+	Kind    string          `json:"kind"` // lost-update, stale-write-accepted, stale-write-refused
+	Key     string          `json:"key"`
+	Time    int64           `json:"time"`
+	Process history.Process `json:"process"`
+	Fence   *int64          `json:"fence,omitempty"`
+	Highest *int64          `json:"highest,omitempty"` // highest fence seen before, for stale writes
+	Read    int64           `json:"read"`
+	Prev    int64           `json:"prev"`
+	Value   int64           `json:"value"`
+	Req     string          `json:"req,omitempty"`
+	Reason  string          `json:"reason,omitempty"` // why the resource refused the write
+}
+
+// Fencing: fences must rise with the real-time order of grants.
+type Fencing struct {
+	Valid       bool           `json:"valid"`
+	Regressions int            `json:"regressions"`
+	Duplicates  int            `json:"duplicates"`
+	Checked     bool           `json:"checked"` // false when no grant carried a fence
+	Anomalies   []FenceAnomaly `json:"anomalies,omitempty"`
+}
+
+// FenceAnomaly is a grant whose fence did not rise above an earlier grant's.
+type FenceAnomaly struct {
+	Kind    string `json:"kind"` // regression or duplicate
+	Earlier Grant  `json:"earlier"`
+	Later   Grant  `json:"later"`
+}
+
+// Linearizability of the lock-protected read-modify-write history.
+type Linearizability struct {
+	Result     string    `json:"result"` // ok, illegal or unknown
+	Operations int       `json:"operations"`
+	Segments   int       `json:"segments"`
+	Window     *Interval `json:"window,omitempty"` // the segment that was illegal or timed out
+	Key        string    `json:"key,omitempty"`    // the key of that segment
+	Detail     string    `json:"detail,omitempty"`
+}
+
+// Liveness: how the lock served its clients.
+type Liveness struct {
+	Grants         int     `json:"grants"`
+	GrantsPerSec   float64 `json:"grants_per_sec"`
+	LongestStallMs float64 `json:"longest_stall_ms"`
+	// Stall is the longest stretch with no grant while clients were trying.
+	Stall *Interval `json:"stall,omitempty"`
+	// StuckUntilEnd is set when that stretch lasted to the end of the run.
+	StuckUntilEnd   bool    `json:"stuck_until_end"`
+	StallReason     string  `json:"stall_reason,omitempty"`
+	StallKey        string  `json:"stall_key,omitempty"` // the key nobody got during the stall
+	AcquireP50Ms    float64 `json:"acquire_p50_ms"`
+	AcquireP99Ms    float64 `json:"acquire_p99_ms"`
+	AcquireMaxMs    float64 `json:"acquire_max_ms"`
+	AcquireAttempts int     `json:"acquire_attempts"`
+	AcquireFailed   int     `json:"acquire_failed"` // the lock was busy
+	AcquireUnknown  int     `json:"acquire_unknown"`
+}
+
+// MarshalIndent is a helper for tests and writers.
+func (r *Result) MarshalIndent() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }

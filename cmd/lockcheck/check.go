@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+func newCheckCmd() *cobra.Command {
+	var linTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "check RUN_DIR",
+		Short: "Check a stored history again and rewrite its results and report",
+		Long: `check reads RUN_DIR/history.jsonl (and RUN_DIR/resource.jsonl when present),
+checks it, and rewrites results.json, junit.xml and report.html in RUN_DIR.
+It gives the same verdict and counts as the run that wrote the history.
+A history written by hand (for example from an incident report) can be
+checked the same way.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := results.OpenRunDir(args[0])
+			if err != nil {
+				return err
+			}
+			v, err := checkDir(dir, checker.Options{LinearizabilityTimeout: linTimeout}, cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			return verdictExit(v)
+		},
+	}
+	cmd.Flags().DurationVar(&linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
+	return cmd
+}
+
+// checkDir checks the history of a run directory, writes the results files
+// and prints the summary.
+func checkDir(dir string, opts checker.Options, w io.Writer) (checker.Validity, error) {
+	h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	if err != nil {
+		return checker.Unknown, fmt.Errorf("%s: %w", filepath.Join(dir, results.HistoryFile), err)
+	}
+	var resLog []history.ResourceEntry
+	resLog, err = history.ReadResourceLog(filepath.Join(dir, results.ResourceFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return checker.Unknown, fmt.Errorf("%s: %w", filepath.Join(dir, results.ResourceFile), err)
+	}
+	res := checker.Check(h, resLog, opts)
+	if err := results.WriteAll(dir, h, res); err != nil {
+		return checker.Unknown, err
+	}
+	results.Summary(w, dir, h, res)
+	return res.Valid, nil
+}
+
+func verdictExit(v checker.Validity) error {
+	switch v {
+	case checker.Valid:
+		return nil
+	case checker.Invalid:
+		return exitError{exitInvalid}
+	}
+	return exitError{exitUnknown}
+}
+
+// isTerminal reports whether progress can be drawn in place on f.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

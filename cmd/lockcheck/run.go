@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+type runFlags struct {
+	backend, variant, workload, nemesis, fenceSource string
+	ttl, limit, pause, interval, retry, opTimeout    time.Duration
+	linTimeout                                       time.Duration
+	think, out, redisServer                          string
+	clients, keys                                    int
+	seed                                             int64
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a test against a real lock service and check it",
+		Long: `run starts the lock service's servers on loopback, spawns one worker process
+per client, runs the workload for --time-limit while the nemesis injects
+faults, heals every fault, checks the history and writes a run directory
+(<out>/<timestamp>-<backend>-<workload>, with <out>/latest pointing at it)
+holding history.jsonl, resource.jsonl, results.json, junit.xml, report.html
+and every node's and worker's log.
+
+Faults (--nemesis, comma-separated):
+` + faultHelp() + `
+Exit codes: 0 the verdict is true, 1 it is false, 2 it is unknown or the run
+could not be done.`,
+		Example: `  lockcheck run
+  lockcheck run --backend redis --workload unfenced --nemesis pause-holder --ttl 500ms --time-limit 20s --seed 1
+  lockcheck run --variant setnx-expire --nemesis kill-client`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTest(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.backend, "backend", "redis", "lock backend: "+strings.Join(catalog.Names(), ", "))
+	fl.StringVar(&f.variant, "variant", "", "backend variant; for redis: correct (SET NX PX, Lua release), setnx-expire (SETNX then EXPIRE), del-release (release by plain DEL); empty picks the backend's correct one")
+	fl.StringVar(&f.workload, "workload", "unfenced", "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
+	fl.StringVar(&f.nemesis, "nemesis", "pause-holder", "faults to inject, comma-separated, or none")
+	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own, INCR for Redis) or none")
+	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock")
+	fl.DurationVar(&f.limit, "time-limit", 20*time.Second, "how long the workload runs")
+	fl.DurationVar(&f.pause, "pause", 0, "how long a pause fault lasts (0: twice the TTL, so a paused holder outlives its lease)")
+	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the pause plus one second)")
+	fl.StringVar(&f.think, "think", "20ms", "time a client works inside the lock, a duration or a range such as 10ms-50ms")
+	fl.DurationVar(&f.retry, "retry", 10*time.Millisecond, "pause of a client after the lock was refused to it")
+	fl.DurationVar(&f.opTimeout, "op-timeout", time.Second, "time limit of each operation; one that runs out has an unknown outcome")
+	fl.DurationVar(&f.linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
+	fl.IntVar(&f.clients, "clients", 5, "number of client processes")
+	fl.IntVar(&f.keys, "keys", 1, "number of lock keys the clients contend for")
+	fl.Int64Var(&f.seed, "seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
+	fl.StringVar(&f.out, "out", "store", "directory that holds run directories")
+	fl.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server executable (looked up on PATH)")
+	return cmd
+}
+
+func faultHelp() string {
+	var b strings.Builder
+	for _, name := range append([]string{"none"}, nemesis.Names()...) {
+		fmt.Fprintf(&b, "  %-13s %s\n", name, nemesis.Describe[name])
+	}
+	return b.String()
+}
+
+func runTest(cmd *cobra.Command, f runFlags) error {
+	faults, err := nemesis.Parse(f.nemesis)
+	if err != nil {
+		return err
+	}
+	if f.fenceSource != "lock" && f.fenceSource != "none" {
+		return fmt.Errorf("--fence-source %q: choose lock or none", f.fenceSource)
+	}
+	if f.ttl <= 0 || f.limit <= 0 {
+		return errors.New("--ttl and --time-limit must be positive")
+	}
+	_, variant, err := catalog.Lookup(f.backend, f.variant)
+	if err != nil {
+		return err
+	}
+	if f.seed == 0 {
+		f.seed = time.Now().UnixNano()%1_000_000 + 1
+	}
+	if f.pause == 0 {
+		f.pause = 2 * f.ttl
+	}
+	if f.interval == 0 {
+		f.interval = f.pause + time.Second
+	}
+	cfg := harness.Config{
+		Run: history.RunConfig{
+			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource,
+			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, TTLms: f.ttl.Milliseconds(),
+			TimeLimitMs: f.limit.Milliseconds(), PauseMs: f.pause.Milliseconds(),
+			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: os.Args,
+		},
+		Out: f.out, Programs: catalog.Programs{RedisServer: f.redisServer},
+		TTL: f.ttl, Limit: f.limit, Pause: f.pause, Interval: f.interval,
+		Think: f.think, Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
+	}
+	if _, err := harness.Preflight(cfg); err != nil {
+		return err
+	}
+	stdout := cmd.OutOrStdout()
+	fmt.Fprintf(stdout, "lockcheck: %s/%s, %s workload, nemesis %s, seed %d, %s\n",
+		f.backend, variant, f.workload, orNone(faults), f.seed, f.limit)
+	cfg.OnProgress = progressReporter(cmd.ErrOrStderr())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out, runErr := harness.Run(ctx, cfg)
+	clearProgress(cmd.ErrOrStderr())
+	if out.Dir == "" {
+		return runErr
+	}
+	// Whatever happened, check what was recorded: nothing is lost.
+	if _, err := os.Stat(filepath.Join(out.Dir, results.HistoryFile)); err != nil {
+		if runErr != nil {
+			return fmt.Errorf("%v (run directory %s)", runErr, out.Dir)
+		}
+		return err
+	}
+	v, err := checkDir(out.Dir, checker.Options{LinearizabilityTimeout: f.linTimeout}, stdout)
+	switch {
+	case runErr != nil:
+		return fmt.Errorf("%v (what was recorded is checked in %s)", runErr, out.Dir)
+	case err != nil:
+		return err
+	case out.Interrupted:
+		fmt.Fprintln(cmd.ErrOrStderr(), "lockcheck: interrupted; the verdict covers the part of the run that was recorded")
+		return exitError{exitUnknown}
+	}
+	return verdictExit(v)
+}
+
+func orNone(faults []string) string {
+	if len(faults) == 0 {
+		return "none"
+	}
+	return strings.Join(faults, ",")
+}
+
+// progressReporter draws a live line on a terminal and logs a plain line
+// every few seconds otherwise.
+func progressReporter(w io.Writer) func(harness.Progress) {
+	f, ok := w.(*os.File)
+	tty := ok && isTerminal(f)
+	return func(p harness.Progress) {
+		rate := 0.0
+		if s := p.Elapsed.Seconds(); s > 0 {
+			rate = float64(p.Grants) / s
+		}
+		if tty {
+			fmt.Fprintf(w, "\r  %4.0fs / %.0fs   grants %d (%.0f/s)   faults %d ", p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults)
+			return
+		}
+		if int(p.Elapsed.Round(time.Second).Seconds())%5 == 0 {
+			fmt.Fprintf(w, "progress: %s / %s, grants %d (%.0f/s), faults %d\n", p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults)
+		}
+	}
+}
+
+func clearProgress(w io.Writer) {
+	if f, ok := w.(*os.File); ok && isTerminal(f) {
+		fmt.Fprint(w, "\r\033[K")
+	}
+}

@@ -1,0 +1,102 @@
+package harness
+
+import (
+	"errors"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// procs owns every child process of a run. Each child runs in its own
+// process group and gets SIGKILL from the kernel when lockcheck dies
+// (parent-death signal), so none outlives the run even after a crash.
+type procs struct {
+	mu       sync.Mutex
+	children map[int]*exec.Cmd
+	exited   map[int]chan struct{}
+}
+
+func newProcs() *procs {
+	return &procs{children: map[int]*exec.Cmd{}, exited: map[int]chan struct{}{}}
+}
+
+// The parent-death signal fires when the thread that forked the child
+// exits, not the process. Go may retire idle threads, so every child is
+// forked from one goroutine locked to a thread that never exits.
+var spawnRequests = make(chan spawnRequest)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func init() {
+	go func() {
+		runtime.LockOSThread()
+		for req := range spawnRequests {
+			req.done <- req.cmd.Start()
+		}
+	}()
+}
+
+// start starts cmd as a child of the run. The caller must call wait (or rely
+// on killAll) to reap it.
+func (p *procs) start(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	done := make(chan error, 1)
+	spawnRequests <- spawnRequest{cmd, done}
+	if err := <-done; err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.children[cmd.Process.Pid] = cmd
+	p.exited[cmd.Process.Pid] = make(chan struct{})
+	p.mu.Unlock()
+	return nil
+}
+
+// wait reaps cmd and forgets it.
+func (p *procs) wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	p.mu.Lock()
+	if ch, ok := p.exited[cmd.Process.Pid]; ok {
+		close(ch)
+		delete(p.exited, cmd.Process.Pid)
+	}
+	delete(p.children, cmd.Process.Pid)
+	p.mu.Unlock()
+	return err
+}
+
+// signalGroup sends sig to the child's whole process group.
+func signalGroup(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// killAll continues every stopped child (a stopped process would otherwise
+// keep its group alive until it runs again) and kills it, then waits up to
+// timeout for the waiters to reap them.
+func (p *procs) killAll(timeout time.Duration) {
+	p.mu.Lock()
+	var waits []chan struct{}
+	for pid := range p.children {
+		signalGroup(pid, syscall.SIGCONT) //nolint:errcheck // best effort before the kill
+		signalGroup(pid, syscall.SIGKILL) //nolint:errcheck // gone already is fine
+		waits = append(waits, p.exited[pid])
+	}
+	p.mu.Unlock()
+	deadline := time.After(timeout)
+	for _, ch := range waits {
+		select {
+		case <-ch:
+		case <-deadline:
+			return
+		}
+	}
+}

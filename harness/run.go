@@ -1,0 +1,423 @@
+// Package harness runs one lockcheck test from start to finish: it brings
+// the lock service's nodes up as local processes, starts the resource and
+// one worker process per client, drives the nemesis, records the history,
+// heals every fault and tears everything down, whatever happens.
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
+	"github.com/lockcheck/lockcheck/workloads/resource"
+)
+
+// Config is one run.
+type Config struct {
+	Run      history.RunConfig // what the history header records
+	Out      string            // the store the run directory goes under
+	Programs catalog.Programs
+	TTL      time.Duration
+	Limit    time.Duration
+	Pause    time.Duration
+	Interval time.Duration // between nemesis steps
+	Think    string
+	Retry    time.Duration
+	// OpTimeout bounds each operation of a client.
+	OpTimeout time.Duration
+	// Executable is the lockcheck binary started as workers; os.Executable
+	// by default.
+	Executable string
+	Logger     *slog.Logger
+	// OnProgress, if set, is called about once a second.
+	OnProgress func(Progress)
+}
+
+// Progress is a live view of a run.
+type Progress struct {
+	Elapsed, Limit time.Duration
+	Grants         int64
+	Faults         int64
+}
+
+// Outcome is what a run left behind.
+type Outcome struct {
+	Dir         string
+	Interrupted bool
+}
+
+// Preflight checks what can be checked before anything starts: the backend,
+// the variant, the workload, the faults and the server programs.
+func Preflight(cfg Config) (catalog.Backend, error) {
+	b, _, err := catalog.Lookup(cfg.Run.Backend, cfg.Run.Variant)
+	if err != nil {
+		return b, err
+	}
+	if cfg.Run.Workload != workloads.Fenced && cfg.Run.Workload != workloads.Unfenced {
+		return b, fmt.Errorf("unknown workload %q (choose fenced or unfenced)", cfg.Run.Workload)
+	}
+	if _, err := workloads.ParseRange(cfg.Think); err != nil {
+		return b, fmt.Errorf("--think: %w", err)
+	}
+	if _, err := nemesis.Parse(joinFaults(cfg.Run.Nemesis)); err != nil {
+		return b, err
+	}
+	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
+		return b, errors.New("--clients and --keys must be at least 1")
+	}
+	for _, spec := range b.Nodes(cfg.Programs) {
+		if _, err := exec.LookPath(spec.Program); err != nil {
+			return b, fmt.Errorf("%s not found (%v): install it (apt-get install redis-server) or pass its path with --redis-server", spec.Program, err)
+		}
+	}
+	return b, nil
+}
+
+func joinFaults(f []string) string {
+	s := ""
+	for i, x := range f {
+		if i > 0 {
+			s += ","
+		}
+		s += x
+	}
+	return s
+}
+
+// Run runs one test. It always tears down what it started; the run
+// directory keeps whatever was recorded, even when Run returns an error or
+// ctx is cancelled (Ctrl-C).
+func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
+	backend, err := Preflight(cfg)
+	if err != nil {
+		return out, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Executable == "" {
+		if cfg.Executable, err = os.Executable(); err != nil {
+			return out, err
+		}
+	}
+	out.Dir, err = results.NewRunDir(cfg.Out, cfg.Run.Backend, cfg.Run.Workload, time.Now())
+	if err != nil {
+		return out, err
+	}
+	p := newProcs()
+	defer p.killAll(5 * time.Second) // also on panic: no child outlives the run
+
+	res, err := resource.Start(filepath.Join(out.Dir, results.ResourceFile), cfg.Run.Fenced())
+	if err != nil {
+		return out, err
+	}
+	defer res.Close()
+
+	var nodes []*node
+	defer func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	}()
+	cfg.Run.Versions = map[string]string{}
+	for _, spec := range backend.Nodes(cfg.Programs) {
+		n, err := startNode(ctx, p, spec, filepath.Join(out.Dir, "nodes"))
+		if err != nil {
+			return out, err
+		}
+		nodes = append(nodes, n)
+		if v, err := spec.Version(ctx, n.addr); err == nil {
+			cfg.Run.Versions[spec.Program] = v
+		}
+		log.Info("node ready", "node", n.name, "addr", n.addr)
+	}
+
+	h, err := history.Create(filepath.Join(out.Dir, results.HistoryFile), history.Header{
+		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: cfg.Run,
+	})
+	if err != nil {
+		return out, err
+	}
+	defer h.Close()
+
+	spec := catalog.Spec{
+		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL,
+		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout,
+	}
+	for _, n := range nodes {
+		spec.Addrs = append(spec.Addrs, n.addr)
+	}
+	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir}
+	f.base = workloads.WorkerConfig{
+		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(),
+	}
+	for i := 0; i < cfg.Run.Clients; i++ {
+		if err := f.spawn(i, history.Process(i)); err != nil {
+			f.stop(time.Second)
+			return out, err
+		}
+	}
+	start := time.Now()
+	log.Info("workload started", "clients", cfg.Run.Clients, "limit", cfg.Limit)
+
+	nemCtx, stopNemesis := context.WithCancel(ctx)
+	nemDone := make(chan error, 1)
+	go func() {
+		steps := nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
+		nemDone <- nemesis.Run(nemCtx, steps, start, nemesis.Env{
+			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause,
+			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval,
+		})
+	}()
+
+	out.Interrupted = !f.waitLimit(ctx, start)
+	stopNemesis()
+	if nerr := <-nemDone; nerr != nil {
+		log.Warn("nemesis", "err", nerr)
+	}
+	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)
+	f.inspect(spec)
+	detail := ""
+	if out.Interrupted {
+		detail = "interrupted"
+	}
+	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
+	return out, h.Close()
+}
+
+// fleet is the set of worker processes; it is the nemesis's view of the
+// running test.
+type fleet struct {
+	cfg   Config
+	procs *procs
+	hist  *history.Writer
+	nodes []*node
+	log   *slog.Logger
+	dir   string
+	base  workloads.WorkerConfig
+
+	mu       sync.Mutex
+	slots    []*worker
+	stopping bool
+	running  sync.WaitGroup
+	grants   atomic.Int64
+	faults   atomic.Int64
+}
+
+func (f *fleet) spawn(slot int, process history.Process) error {
+	wc := f.base
+	wc.Process = int(process)
+	wc.Seed = uint64(f.cfg.Run.Seed)*1000003 + uint64(process)
+	raw, err := json.Marshal(wc)
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(f.dir, results.LogsDir, fmt.Sprintf("worker-%d.log", slot)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(f.cfg.Executable, "worker")
+	cmd.Env = append(os.Environ(), WorkerEnv+"="+string(raw))
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	if err := f.procs.start(cmd); err != nil {
+		logf.Close()
+		return fmt.Errorf("starting worker %d: %w", slot, err)
+	}
+	w := &worker{slot: slot, cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, process: process, holding: map[string]bool{}}
+	f.mu.Lock()
+	for len(f.slots) <= slot {
+		f.slots = append(f.slots, nil)
+	}
+	f.slots[slot] = w
+	f.mu.Unlock()
+	f.running.Add(1)
+	go f.follow(w, stdout, logf)
+	return nil
+}
+
+// follow records a worker's events until it exits, then replaces it if the
+// run is still going: a killed client comes back as a new process.
+func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) }, logf *os.File) {
+	defer f.running.Done()
+	defer logf.Close()
+	rerr := readMessages(stdout, func(m workloads.Message) {
+		e := w.observe(m)
+		if e == nil {
+			return
+		}
+		if e.Type == history.OK && e.F == history.FAcquire {
+			f.grants.Add(1)
+		}
+		if _, err := f.hist.Append(*e); err != nil {
+			f.log.Error("recording history", "err", err)
+		}
+	})
+	werr := f.procs.wait(w.cmd)
+	reason := "worker process exited"
+	if werr != nil {
+		reason = "worker process died: " + werr.Error()
+	}
+	if rerr != nil {
+		reason += " (" + rerr.Error() + ")"
+	}
+	if e := w.died(reason); e != nil {
+		f.hist.Append(*e) //nolint:errcheck // logged by the writer's later calls
+	}
+	f.mu.Lock()
+	stopping := f.stopping
+	f.mu.Unlock()
+	if stopping {
+		return
+	}
+	f.log.Info("worker died; restarting", "slot", w.slot, "reason", reason)
+	next := w.nextProcess(f.cfg.Run.Clients)
+	if err := f.spawn(w.slot, next); err != nil {
+		f.log.Error("restarting worker", "slot", w.slot, "err", err)
+		return
+	}
+	f.recordNemesis(history.NemStart, history.Value{Target: next.String(), PID: f.slot(w.slot).pid})
+}
+
+func (f *fleet) slot(i int) *worker {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.slots[i]
+}
+
+func (f *fleet) recordNemesis(verb string, v history.Value) {
+	if verb == history.NemPause || verb == history.NemKill {
+		f.faults.Add(1)
+	}
+	if _, err := f.hist.Append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v}); err != nil {
+		f.log.Error("recording history", "err", err)
+	}
+}
+
+// waitLimit waits out the time limit, reporting progress. It returns false
+// when ctx ended the run first.
+func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
+	limit := time.NewTimer(f.cfg.Limit)
+	defer limit.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-limit.C:
+			return true
+		case <-tick.C:
+			if f.cfg.OnProgress != nil {
+				f.cfg.OnProgress(Progress{Elapsed: time.Since(start), Limit: f.cfg.Limit, Grants: f.grants.Load(), Faults: f.faults.Load()})
+			}
+		}
+	}
+}
+
+// stop asks every worker to finish its cycle and exit, and kills those that
+// do not within grace.
+func (f *fleet) stop(grace time.Duration) {
+	f.mu.Lock()
+	f.stopping = true
+	workers := append([]*worker(nil), f.slots...)
+	f.mu.Unlock()
+	for _, w := range workers {
+		if w != nil {
+			w.Signal(syscall.SIGCONT) //nolint:errcheck // a paused client must run to stop
+			w.send(workloads.CmdStop)
+			w.stdin.Close()
+		}
+	}
+	done := make(chan struct{})
+	go func() { f.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		f.log.Warn("workers did not stop in time; killing them")
+		for _, w := range workers {
+			if w != nil {
+				w.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+			}
+		}
+		<-done
+	}
+}
+
+// inspect records the state of every lock key on the service after the
+// clients stopped: a key that outlived its holders is evidence.
+func (f *fleet) inspect(spec catalog.Spec) {
+	lock, err := catalog.Open(spec, nil)
+	if err != nil {
+		return
+	}
+	defer lock.Close()
+	for _, key := range f.base.Keys {
+		ctx, cancel := context.WithTimeout(context.Background(), f.cfg.OpTimeout)
+		desc, err := lock.Inspect(ctx, key)
+		cancel()
+		if err != nil {
+			desc = key + ": could not inspect: " + err.Error()
+		}
+		f.recordNemesis(history.NemInspect, history.Value{Target: key, Detail: desc})
+	}
+}
+
+// Holder implements nemesis.Targets.
+func (f *fleet) Holder() (nemesis.Client, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.slots {
+		if w != nil && w.holds() {
+			return w, true
+		}
+	}
+	return nil, false
+}
+
+// Clients implements nemesis.Targets.
+func (f *fleet) Clients() []nemesis.Client {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []nemesis.Client
+	for _, w := range f.slots {
+		if w != nil {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Nodes implements nemesis.Targets.
+func (f *fleet) Nodes() []nemesis.Target {
+	out := make([]nemesis.Target, len(f.nodes))
+	for i, n := range f.nodes {
+		out[i] = n
+	}
+	return out
+}

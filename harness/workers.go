@@ -1,0 +1,202 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/workloads"
+)
+
+// WorkerEnv carries a worker's configuration from the harness to the worker
+// process, which is lockcheck itself started as `lockcheck worker`.
+const WorkerEnv = "LOCKCHECK_WORKER"
+
+// RunWorkerFromEnv runs this process as a worker if WorkerEnv is set. It
+// reports whether it did; a worker's error ends the process with status 3.
+func RunWorkerFromEnv() bool {
+	raw := os.Getenv(WorkerEnv)
+	if raw == "" {
+		return false
+	}
+	var cfg workloads.WorkerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "lockcheck worker: bad configuration:", err)
+		os.Exit(3)
+	}
+	if err := workloads.RunWorker(cfg, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "lockcheck worker:", err)
+		os.Exit(3)
+	}
+	return true
+}
+
+// worker is the harness's handle on one worker process. It follows the
+// worker's events to know whether it holds a lock and which operation is
+// pending, and relays failpoint parking between the nemesis and the worker.
+type worker struct {
+	slot  int
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	pid   int
+
+	mu      sync.Mutex
+	process history.Process
+	holding map[string]bool
+	pending *history.Event // the invoke awaiting its completion
+	waiter  *parkWaiter
+	exited  bool
+}
+
+type parkWaiter struct {
+	failpoint string
+	parked    chan struct{}
+	missed    chan struct{}
+}
+
+func (w *worker) Name() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.process.String()
+}
+
+func (w *worker) PID() int { return w.pid }
+
+func (w *worker) Signal(sig syscall.Signal) error { return signalGroup(w.pid, sig) }
+
+func (w *worker) send(line string) {
+	// A worker that died cannot read; the harness learns of its death from
+	// its output ending.
+	io.WriteString(w.stdin, line+"\n") //nolint:errcheck
+}
+
+func (w *worker) holds() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.exited && len(w.holding) > 0
+}
+
+// ParkAt implements nemesis.Client.
+func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
+	pw := &parkWaiter{failpoint: failpoint, parked: make(chan struct{}, 1), missed: make(chan struct{}, 1)}
+	w.mu.Lock()
+	if w.exited {
+		w.mu.Unlock()
+		return nil, nemesis.ErrMissed
+	}
+	w.waiter = pw
+	w.mu.Unlock()
+	w.send(workloads.CmdArm + " " + failpoint)
+	forget := func() {
+		w.mu.Lock()
+		if w.waiter == pw {
+			w.waiter = nil
+		}
+		w.mu.Unlock()
+	}
+	select {
+	case <-pw.parked:
+		return func() { w.send(workloads.CmdGo) }, nil
+	case <-pw.missed:
+		w.send(workloads.CmdDisarm + " " + failpoint)
+		return nil, nemesis.ErrMissed
+	case <-ctx.Done():
+		forget()
+		// If the worker parked meanwhile, observe lets it go on.
+		w.send(workloads.CmdDisarm + " " + failpoint)
+		return nil, ctx.Err()
+	}
+}
+
+// observe updates the handle from one message of the worker. It returns
+// the event to record, if the message carried one.
+func (w *worker) observe(m workloads.Message) *history.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if m.Failpoint != "" {
+		if w.waiter != nil && w.waiter.failpoint == m.Failpoint {
+			w.waiter.parked <- struct{}{}
+			w.waiter = nil
+		} else {
+			w.send(workloads.CmdGo) // nobody aims at it any more
+		}
+		return nil
+	}
+	e := m.Event
+	if e == nil {
+		return nil
+	}
+	w.process = e.Process
+	switch {
+	case e.Type == history.Invoke:
+		w.pending = e
+		if e.F == history.FRelease {
+			delete(w.holding, e.Key)
+			w.missWaiter()
+		}
+	case e.Type == history.OK && e.F == history.FAcquire:
+		w.pending = nil
+		w.holding[e.Key] = true
+	case e.Type == history.Info:
+		// The process is retired: it no longer acts on anything it held.
+		w.pending = nil
+		clear(w.holding)
+		w.missWaiter()
+	default:
+		w.pending = nil
+	}
+	return e
+}
+
+func (w *worker) missWaiter() {
+	if w.waiter != nil {
+		w.waiter.missed <- struct{}{}
+		w.waiter = nil
+	}
+}
+
+// died marks the worker gone and returns the completion its pending
+// operation never got: the operation may or may not have happened.
+func (w *worker) died(reason string) *history.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.exited = true
+	clear(w.holding)
+	w.missWaiter()
+	if w.pending == nil {
+		return nil
+	}
+	e := &history.Event{Time: history.Now(), Process: w.pending.Process, Type: history.Info, F: w.pending.F, Key: w.pending.Key, Error: reason}
+	w.pending = nil
+	return e
+}
+
+// nextProcess is the process number a replacement worker starts with.
+func (w *worker) nextProcess(stride int) history.Process {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.process + history.Process(stride)
+}
+
+// readMessages feeds every message of the worker to handle until its output
+// ends.
+func readMessages(r io.Reader, handle func(workloads.Message)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m workloads.Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return fmt.Errorf("bad message from worker: %w", err)
+		}
+		handle(m)
+	}
+	return sc.Err()
+}

@@ -1,0 +1,171 @@
+// Package history defines lockcheck's history: the JSON Lines record of a run
+// that is the only seam between running a test and checking it.
+//
+// A history file starts with one Header line and continues with one Event per
+// line. Every client operation is an invoke event followed by exactly one
+// completion (ok, fail or info) from the same process. Nemesis events are info
+// events of the process "nemesis".
+package history
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// SchemaVersion is the version of the history format this package writes.
+// Readers accept every version up to and including it.
+const SchemaVersion = 1
+
+// Type is an event's type.
+type Type string
+
+// Event types, as in Jepsen.
+const (
+	Invoke Type = "invoke"
+	OK     Type = "ok"
+	Fail   Type = "fail" // the operation certainly did not happen
+	Info   Type = "info" // unknown outcome, or a nemesis event
+)
+
+// Client operation functions.
+const (
+	FAcquire = "acquire"
+	FRelease = "release"
+	FExtend  = "extend"
+	FRead    = "read"
+	FWrite   = "write"
+)
+
+// Process identifies who performed an event: a client process number (0 and
+// up) or the nemesis. A client process that completes an operation with info
+// is retired and its worker continues under a new process number.
+type Process int
+
+// Nemesis is the process of fault events. It marshals as "nemesis".
+const Nemesis Process = -1
+
+// MarshalJSON writes client processes as numbers and the nemesis as "nemesis".
+func (p Process) MarshalJSON() ([]byte, error) {
+	if p == Nemesis {
+		return []byte(`"nemesis"`), nil
+	}
+	return strconv.AppendInt(nil, int64(p), 10), nil
+}
+
+// UnmarshalJSON accepts a non-negative number or "nemesis".
+func (p *Process) UnmarshalJSON(b []byte) error {
+	if string(b) == `"nemesis"` {
+		*p = Nemesis
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("process must be a non-negative number or \"nemesis\", got %s", b)
+	}
+	*p = Process(n)
+	return nil
+}
+
+// String names the process as the report shows it: c3 for client process 3.
+func (p Process) String() string {
+	if p == Nemesis {
+		return "nemesis"
+	}
+	return "c" + strconv.Itoa(int(p))
+}
+
+// Event is one line of a history.
+type Event struct {
+	Index   int64   `json:"index"`
+	Time    int64   `json:"time"` // nanoseconds on the host's CLOCK_MONOTONIC
+	Process Process `json:"process"`
+	Type    Type    `json:"type"`
+	F       string  `json:"f"`
+	Key     string  `json:"key,omitempty"`
+	Value   *Value  `json:"value,omitempty"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Value carries what an operation sent or got back. Which fields are set
+// depends on the function:
+//
+//   - acquire ok: Token, Fence (absent when the backend hands out none),
+//     TTLms (the lease length the backend promises), Deadline (the client's own
+//     validity deadline, CLOCK_MONOTONIC ns).
+//   - extend invoke/ok: Token, TTLms.
+//   - release invoke: Token.
+//   - read ok: Value (the resource's value).
+//   - write invoke: Value (the value written), Read (the value it was computed
+//     from), Fence (the fence the client holds), Req (the request id the
+//     resource logs).
+//   - write ok: Accepted, Prev (the resource's value before the write).
+//   - nemesis events: Target, PID, DurationMs, Failpoint, Detail.
+type Value struct {
+	Token      string `json:"token,omitempty"`
+	Fence      *int64 `json:"fence,omitempty"`
+	TTLms      int64  `json:"ttl_ms,omitempty"`
+	Deadline   int64  `json:"deadline,omitempty"`
+	Value      *int64 `json:"value,omitempty"`
+	Read       *int64 `json:"read,omitempty"`
+	Prev       *int64 `json:"prev,omitempty"`
+	Accepted   *bool  `json:"accepted,omitempty"`
+	Req        string `json:"req,omitempty"`
+	Target     string `json:"target,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	DurationMs int64  `json:"duration_ms,omitempty"`
+	Failpoint  string `json:"failpoint,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+// Int64 returns a pointer to n, for the optional numeric fields of Value.
+func Int64(n int64) *int64 { return &n }
+
+// Bool returns a pointer to b, for Value.Accepted.
+func Bool(b bool) *bool { return &b }
+
+// Header is the first line of a history file.
+type Header struct {
+	Version int `json:"lockcheck_history"`
+	// Started is the wall-clock start of the run (RFC 3339), for people only.
+	Started string `json:"started,omitempty"`
+	// StartTime and EndTime bound the run on CLOCK_MONOTONIC. EndTime is
+	// only known to a reader when the run finished; see Footer.
+	StartTime int64 `json:"start_time"`
+	// Config is the run's configuration as the harness saw it.
+	Config RunConfig `json:"config"`
+}
+
+// RunConfig is the configuration of a run, as recorded in the history header
+// and results.json. Later versions add fields and never rename them.
+type RunConfig struct {
+	Backend        string            `json:"backend"`
+	Variant        string            `json:"variant,omitempty"`
+	Workload       string            `json:"workload"` // "fenced" or "unfenced"
+	FenceSource    string            `json:"fence_source,omitempty"`
+	Nemesis        []string          `json:"nemesis"`
+	Seed           int64             `json:"seed"`
+	Clients        int               `json:"clients"`
+	Keys           int               `json:"keys"`
+	TTLms          int64             `json:"ttl_ms"`
+	TimeLimitMs    int64             `json:"time_limit_ms"`
+	PauseMs        int64             `json:"pause_ms,omitempty"`
+	NemesisEveryMs int64             `json:"nemesis_interval_ms,omitempty"`
+	Think          string            `json:"think,omitempty"`
+	CommandLine    []string          `json:"command_line,omitempty"`
+	Versions       map[string]string `json:"versions,omitempty"`
+}
+
+// Fenced reports whether the workload's resource refuses stale fences.
+func (c RunConfig) Fenced() bool { return c.Workload == "fenced" }
+
+// Nemesis verbs. Each fault records a start event and, where it has one, an
+// end event carrying the same Target.
+const (
+	NemPause     = "pause"     // SIGSTOP of Target
+	NemResume    = "resume"    // SIGCONT of Target
+	NemKill      = "kill"      // SIGKILL of Target
+	NemStart     = "start"     // Target (re)started
+	NemRunEnd    = "run-end"   // the workload stopped; last event of a finished run
+	NemInspect   = "inspect"   // an observation of the lock service at the end of the run
+	NemFailpoint = "failpoint" // a client reached an armed failpoint (Target, Failpoint)
+)

@@ -1,0 +1,162 @@
+// Package nemesis injects faults into a running test: it pauses, kills and
+// continues named targets (lock service nodes and client processes) on a
+// schedule fixed by a seed. A fault sees only targets, never a backend's
+// internals, and every fault it injects is an event in the history.
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// ErrMissed means a client gave up its hold without reaching the failpoint
+// a fault aimed at (for example it skipped its write because its lease ran
+// out).
+var ErrMissed = errors.New("the client left its critical section without reaching the failpoint")
+
+// Target is a process a fault can signal.
+type Target interface {
+	Name() string // c3, redis-0, ...
+	PID() int
+	Signal(sig syscall.Signal) error
+}
+
+// Client is a worker process running the workload.
+type Client interface {
+	Target
+	// ParkAt arms failpoint and waits until the client is parked there. The
+	// returned leave lets it go on. It fails with ErrMissed when the client
+	// released the lock first.
+	ParkAt(ctx context.Context, failpoint string) (leave func(), err error)
+}
+
+// Targets is what the running test offers the nemesis.
+type Targets interface {
+	// Holder is a client that holds a lock right now, if any.
+	Holder() (Client, bool)
+	Clients() []Client
+	Nodes() []Target
+}
+
+// Env is what a fault works with.
+type Env struct {
+	Targets Targets
+	// Record appends a nemesis event to the history.
+	Record func(f string, v history.Value)
+	Rand   *rand.Rand
+	// Pause is how long a pause lasts.
+	Pause time.Duration
+	// Failpoints are the moments inside the backend's own operations that
+	// kill-client can aim at (for example between SETNX and EXPIRE).
+	Failpoints []string
+	// Patience bounds how long a fault waits for its moment (a holder, a
+	// failpoint) before it gives up until the next step.
+	Patience time.Duration
+}
+
+// Fault injects one fault and heals it before returning, unless healing is
+// someone else's job (a killed client is restarted by the harness).
+type Fault func(ctx context.Context, env *Env) error
+
+// Faults by name, as the CLI spells them.
+var Faults = map[string]Fault{
+	"pause-holder": PauseHolder,
+	"pause-client": PauseClient,
+	"pause-node":   PauseNode,
+	"kill-client":  KillClient,
+}
+
+// Describe explains each fault for --help.
+var Describe = map[string]string{
+	"none":         "no faults",
+	"pause-holder": "SIGSTOP the client that holds the lock, right after it checked its lease, for --pause",
+	"pause-client": "SIGSTOP a random client at a random moment for --pause",
+	"pause-node":   "SIGSTOP a lock service node for --pause",
+	"kill-client":  "SIGKILL a client inside its critical section (between SETNX and EXPIRE for setnx-expire); it restarts as a new process",
+}
+
+// Names lists the faults, sorted.
+func Names() []string {
+	names := make([]string, 0, len(Faults))
+	for n := range Faults {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Parse reads a comma-separated fault list; "none" or "" is no faults.
+func Parse(s string) ([]string, error) {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || name == "none" {
+			continue
+		}
+		if _, ok := Faults[name]; !ok {
+			return nil, fmt.Errorf("unknown nemesis %q (choose none or a comma-separated list of: %s)", name, strings.Join(Names(), ", "))
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// Step is one fault of a schedule.
+type Step struct {
+	At    time.Duration // since the start of the workload
+	Fault string
+	Seed  uint64 // the fault's own random choices
+}
+
+// Plan lays out a schedule: a fault every interval, drawn from faults, all
+// fixed by seed.
+func Plan(seed int64, faults []string, interval, limit time.Duration) []Step {
+	if len(faults) == 0 || interval <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e656d65736973))
+	var steps []Step
+	for at := interval; at < limit; at += interval {
+		steps = append(steps, Step{At: at, Fault: faults[rng.IntN(len(faults))], Seed: rng.Uint64()})
+	}
+	return steps
+}
+
+// Run fires the steps of a plan in order, each no earlier than its time,
+// until ctx is done. base is the template every step's Env copies.
+func Run(ctx context.Context, steps []Step, start time.Time, base Env) error {
+	for _, s := range steps {
+		if !sleepUntil(ctx, start.Add(s.At)) {
+			return nil
+		}
+		env := base
+		env.Rand = rand.New(rand.NewPCG(s.Seed, 0))
+		if err := Faults[s.Fault](ctx, &env); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%s: %w", s.Fault, err)
+		}
+	}
+	return nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}

@@ -1,0 +1,79 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// Schema is the version of results.json this package writes. The keys of
+// issue 2's contract are never renamed; later versions only add keys.
+const Schema = 1
+
+// Results is the content of results.json. Its first keys are the contract CI
+// jobs parse; Checks marshals with the contract's key names and may carry
+// more detail than the contract promises.
+type Results struct {
+	Valid    checker.Validity `json:"valid"`
+	Backend  string           `json:"backend"`
+	Variant  string           `json:"variant"`
+	Workload string           `json:"workload"`
+	Nemesis  []string         `json:"nemesis"`
+	Seed     int64            `json:"seed"`
+	Checks   checker.Checks   `json:"checks"`
+
+	Reason        string            `json:"reason"`
+	Config        history.RunConfig `json:"config"`
+	HistoryEvents int               `json:"history_events"`
+	Faults        []checker.Fault   `json:"faults"`
+	Schema        int               `json:"schema"`
+}
+
+// newResults assembles results.json from a history and its check.
+func newResults(h *history.History, res *checker.Result) *Results {
+	cfg := h.Header.Config
+	r := &Results{
+		Valid:         res.Valid,
+		Backend:       cfg.Backend,
+		Variant:       cfg.Variant,
+		Workload:      cfg.Workload,
+		Nemesis:       cfg.Nemesis,
+		Seed:          cfg.Seed,
+		Checks:        res.Checks,
+		Reason:        res.Reason,
+		Config:        cfg,
+		HistoryEvents: len(h.Events),
+		Faults:        res.Faults,
+		Schema:        Schema,
+	}
+	// CI scripts iterate over these; give them [] rather than null.
+	if r.Nemesis == nil {
+		r.Nemesis = []string{}
+	}
+	if r.Faults == nil {
+		r.Faults = []checker.Fault{}
+	}
+	return r
+}
+
+// ReadResults reads the results.json of a run directory, so that lockcheck
+// check can compare a re-check with the verdict the run recorded.
+func ReadResults(dir string) (*Results, error) {
+	path := filepath.Join(dir, ResultsFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if r.Schema < 1 {
+		return nil, fmt.Errorf("read %s: not a lockcheck results file (no \"schema\" key)", path)
+	}
+	return &r, nil
+}

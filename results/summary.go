@@ -1,0 +1,26 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// Summary prints what a run prints when it ends: the verdict and its reason,
+// one line per check with its key numbers (the why is in the report), and
+// the report's path last, so a terminal or a CI log ends with where to look.
+func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
+	cfg := h.Header.Config
+	fmt.Fprintf(w, "%s, nemesis %s, seed %d: %d history events\n", runTitle(cfg), nemesisName(cfg), cfg.Seed, len(h.Events))
+	if h.Truncated {
+		fmt.Fprintln(w, "history cut off mid-line (the run was killed); the complete prefix was checked")
+	}
+	fmt.Fprintf(w, "verdict: %s. %s\n", res.Valid, res.Reason)
+	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
+		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, st.Outcome.word(), st.Numbers)
+	}
+	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, ReportFile))
+}

@@ -1,0 +1,188 @@
+// Package resource is the protected resource of lockcheck's workloads: an
+// in-memory store served by the harness on loopback, one counter per key,
+// that keeps a serial log of every write it accepted or refused. That log is
+// the ground truth the resource check reads.
+package resource
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// Server is the embedded resource.
+type Server struct {
+	fenced bool
+
+	mu   sync.Mutex
+	keys map[string]*cell
+	seq  int64
+	log  *json.Encoder
+	file *os.File
+	err  error
+
+	ln  net.Listener
+	srv *http.Server
+}
+
+// cell is one key's state. In fenced mode a write is refused when its fence
+// is at or below the highest fence already written, or below the highest
+// fence a read has shown: a client whose read carried a newer fence is about
+// to write, and a stale writer must not slip in between that read and write.
+type cell struct {
+	value          int64
+	highestWritten *int64
+	highestRead    *int64
+}
+
+// ReadRequest reads a key's value on behalf of a fence holder.
+type ReadRequest struct {
+	Key   string `json:"key"`
+	Fence *int64 `json:"fence,omitempty"`
+}
+
+// ReadReply is the value read.
+type ReadReply struct {
+	Value int64 `json:"value"`
+}
+
+// WriteRequest writes Value, computed from Read, holding Fence.
+type WriteRequest struct {
+	Key     string          `json:"key"`
+	Process history.Process `json:"process"`
+	Req     string          `json:"req"`
+	Fence   *int64          `json:"fence,omitempty"`
+	Read    int64           `json:"read"`
+	Value   int64           `json:"value"`
+}
+
+// WriteReply says whether the write landed and what it replaced.
+type WriteReply struct {
+	Accepted bool   `json:"accepted"`
+	Prev     int64  `json:"prev"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Start serves the resource on a free loopback port, logging to logPath.
+func Start(logPath string, fenced bool) (*Server, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("resource: %w", err)
+	}
+	s := &Server{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(f), file: f, ln: ln}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /read", s.handleRead)
+	mux.HandleFunc("POST /write", s.handleWrite)
+	s.srv = &http.Server{Handler: mux}
+	go s.srv.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close
+	return s, nil
+}
+
+// Addr is the host:port clients reach the resource at.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops serving and closes the log. It returns the first log write
+// error, if any.
+func (s *Server) Close() error {
+	s.srv.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cerr := s.file.Close(); s.err == nil && cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+		s.err = cerr
+	}
+	return s.err
+}
+
+func (s *Server) cell(key string) *cell {
+	c, ok := s.keys[key]
+	if !ok {
+		c = &cell{}
+		s.keys[key] = c
+	}
+	return c
+}
+
+// Read returns a key's value and, in fenced mode, remembers the reader's fence.
+func (s *Server) Read(r ReadRequest) ReadReply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cell(r.Key)
+	if s.fenced && r.Fence != nil && (c.highestRead == nil || *r.Fence > *c.highestRead) {
+		c.highestRead = history.Int64(*r.Fence)
+	}
+	return ReadReply{Value: c.value}
+}
+
+// Write applies or refuses a write and logs it.
+func (s *Server) Write(r WriteRequest) WriteReply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cell(r.Key)
+	reply := WriteReply{Accepted: true, Prev: c.value}
+	if s.fenced {
+		reply.Reason = c.refusal(r.Fence)
+		reply.Accepted = reply.Reason == ""
+	}
+	if reply.Accepted {
+		c.value = r.Value
+		if r.Fence != nil && (c.highestWritten == nil || *r.Fence > *c.highestWritten) {
+			c.highestWritten = history.Int64(*r.Fence)
+		}
+	}
+	s.seq++
+	entry := history.ResourceEntry{
+		Seq: s.seq, Time: history.Now(), Key: r.Key, Process: r.Process, Req: r.Req,
+		Fence: r.Fence, Read: r.Read, Value: r.Value, Prev: reply.Prev,
+		Accepted: reply.Accepted, Reason: reply.Reason,
+	}
+	if err := s.log.Encode(entry); err != nil && s.err == nil {
+		s.err = err
+	}
+	return reply
+}
+
+func (c *cell) refusal(fence *int64) string {
+	switch {
+	case fence == nil:
+		return "no fence"
+	case c.highestWritten != nil && *fence <= *c.highestWritten:
+		return fmt.Sprintf("fence %d is not above the highest written fence %d", *fence, *c.highestWritten)
+	case c.highestRead != nil && *fence < *c.highestRead:
+		return fmt.Sprintf("fence %d is below fence %d already shown by a read", *fence, *c.highestRead)
+	}
+	return ""
+}
+
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
+	var req ReadRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, s.Read(req))
+}
+
+func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
+	var req WriteRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, s.Write(req))
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client sees a broken reply as an unknown outcome
+}

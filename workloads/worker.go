@@ -1,0 +1,163 @@
+package workloads
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads/resource"
+)
+
+// WorkerConfig is what the harness hands a worker process.
+type WorkerConfig struct {
+	Lock         catalog.Spec  `json:"lock"`
+	Process      int           `json:"process"`
+	Stride       int           `json:"stride"`
+	Keys         []string      `json:"keys"`
+	Think        string        `json:"think"`
+	Retry        time.Duration `json:"retry"`
+	OpTimeout    time.Duration `json:"op_timeout"`
+	Seed         uint64        `json:"seed"`
+	ResourceAddr string        `json:"resource_addr"`
+}
+
+// Message is one line a worker writes to the harness: an event of its
+// client, or word that it is parked at an armed failpoint.
+type Message struct {
+	Event     *history.Event  `json:"e,omitempty"`
+	Failpoint string          `json:"fp,omitempty"`
+	Process   history.Process `json:"p"`
+}
+
+// Commands the harness writes to a worker, one per line.
+const (
+	CmdArm    = "arm"    // arm NAME: park at the failpoint NAME the next time it is reached
+	CmdDisarm = "disarm" // disarm NAME
+	CmdGo     = "go"     // leave the failpoint the worker is parked at
+	CmdStop   = "stop"   // finish the cycle in progress, release, and exit
+)
+
+// RunWorker runs one client in this process, writing messages to out and
+// reading commands from in, until it is told to stop or in is closed.
+func RunWorker(cfg WorkerConfig, in io.Reader, out io.Writer) error {
+	think, err := ParseRange(cfg.Think)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	msgs := &messageWriter{w: bufio.NewWriter(out)}
+	fps := &failpoints{armed: map[string]bool{}, resume: make(chan struct{}, 1), done: ctx.Done()}
+	var client *Client
+	fps.announce = func(name string) { msgs.write(Message{Failpoint: name, Process: client.Process()}) }
+
+	lock, err := catalog.Open(cfg.Lock, fps.hit)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	res := resource.NewClient(cfg.ResourceAddr, cfg.OpTimeout)
+	client = NewClient(Config{
+		Process: cfg.Process, Stride: cfg.Stride, Keys: cfg.Keys, Think: think,
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
+	}, lock, res, func(e history.Event) { msgs.write(Message{Event: &e, Process: e.Process}) }, fps.hit)
+
+	go func() {
+		// Whatever ends the command stream, the harness is done with us.
+		defer cancel()
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			verb, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+			switch verb {
+			case CmdArm:
+				fps.arm(arg, true)
+			case CmdDisarm:
+				fps.arm(arg, false)
+			case CmdGo:
+				fps.release()
+			case CmdStop:
+				return
+			}
+		}
+	}()
+	client.Run(ctx)
+	return msgs.err
+}
+
+type messageWriter struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	err error
+}
+
+// write sends one message and flushes it at once: the harness tracks who
+// holds the lock from this stream, and a pause aimed at the holder must not
+// wait on a buffer.
+func (m *messageWriter) write(msg Message) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.err != nil {
+		return
+	}
+	b, err := json.Marshal(msg)
+	if err == nil {
+		b = append(b, '\n')
+		_, err = m.w.Write(b)
+	}
+	if err == nil {
+		err = m.w.Flush()
+	}
+	if err != nil {
+		m.err = fmt.Errorf("writing to the harness: %w", err)
+	}
+}
+
+// failpoints parks the client at an armed failpoint until the harness says
+// go, so a fault lands at that exact moment of the client's code.
+type failpoints struct {
+	mu       sync.Mutex
+	armed    map[string]bool
+	resume   chan struct{}
+	done     <-chan struct{}
+	announce func(name string)
+}
+
+func (f *failpoints) arm(name string, on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if on {
+		f.armed[name] = true
+	} else {
+		delete(f.armed, name)
+	}
+}
+
+func (f *failpoints) release() {
+	select {
+	case f.resume <- struct{}{}:
+	default:
+	}
+}
+
+func (f *failpoints) hit(name string) {
+	f.mu.Lock()
+	armed := f.armed[name]
+	delete(f.armed, name)
+	f.mu.Unlock()
+	if !armed {
+		return
+	}
+	f.announce(name)
+	select {
+	case <-f.resume:
+	case <-f.done:
+	}
+}
