@@ -6,6 +6,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 )
 
@@ -49,15 +50,45 @@ func (fp Failpoint) Hit(name string) {
 }
 
 // NodeSpec describes one server process a backend needs. The runtime picks
-// its port and data directory.
+// its ports and directory, and starts it.
 type NodeSpec struct {
-	Name    string // redis-0, ...
+	Name    string // redis-0, sentinel-1, etcd-2, ...
 	Program string // the executable, looked up on PATH unless absolute
-	// Args builds the command line for a node listening on 127.0.0.1:port
-	// with its files under dir.
-	Args func(port int, dir string) []string
+	// Ports is how many loopback ports the node listens on (at least 1);
+	// the first serves clients.
+	Ports int
+	// Args builds the node's command line, knowing where every node of the
+	// topology listens (a replica needs its master, a member its peers).
+	Args func(self Endpoint, all []Endpoint) []string
+	// Env is extra environment for the process.
+	Env []string
+	// FakeClock starts the node under libfaketime so that a fault can move
+	// its wall clock alone.
+	FakeClock bool
+	// DataPaths, relative to the node's directory, are removed by a restart
+	// that wipes the node's data.
+	DataPaths []string
 	// Ready returns nil once the node at addr serves requests.
 	Ready func(ctx context.Context, addr string) error
 	// Version asks a ready node for its version, for the report.
 	Version func(ctx context.Context, addr string) (string, error)
+}
+
+// Endpoint is where a node of a running topology listens.
+type Endpoint struct {
+	Name  string
+	Ports []int
+	Dir   string
+}
+
+// Addr is the node's client address.
+func (e Endpoint) Addr() string { return "127.0.0.1:" + strconv.Itoa(e.Ports[0]) }
+
+// Addrs lists the client addresses of endpoints.
+func Addrs(eps []Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.Addr()
+	}
+	return out
 }

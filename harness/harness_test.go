@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/history"
@@ -73,6 +74,7 @@ type nodeTargets struct{ nodes []*node }
 
 func (n nodeTargets) Holder() (nemesis.Client, bool) { return nil, false }
 func (n nodeTargets) Clients() []nemesis.Client      { return nil }
+func (n nodeTargets) Service() any                   { return nil }
 func (n nodeTargets) Nodes() []nemesis.Target {
 	out := make([]nemesis.Target, len(n.nodes))
 	for i, x := range n.nodes {
@@ -86,8 +88,9 @@ func TestPauseNodeStopsTheServer(t *testing.T) {
 	requireRedis(t)
 	p := newProcs()
 	defer p.killAll(5 * time.Second)
-	n, err := startNode(context.Background(), p, redis.Node("redis-0", ""), t.TempDir())
+	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, t.TempDir())
 	require.NoError(t, err)
+	n := nodes[0]
 	defer n.stop()
 
 	var events []string
@@ -99,7 +102,7 @@ func TestPauseNodeStopsTheServer(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- pauseFirstNode(env) }()
 
-	rdb := goredis.NewClient(&goredis.Options{Addr: n.addr, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond})
+	rdb := goredis.NewClient(&goredis.Options{Addr: n.addr(), MaxRetries: -1, ReadTimeout: 300 * time.Millisecond, DialTimeout: 300 * time.Millisecond})
 	defer rdb.Close()
 	require.Eventually(t, func() bool { return processState(n.PID()) == "T" }, time.Second, 10*time.Millisecond, "redis-server should be stopped")
 	assert.Error(t, rdb.Ping(context.Background()).Err(), "a stopped server must not answer")
@@ -207,7 +210,7 @@ func TestPauseHolderStopsTheHolder(t *testing.T) {
 // A missing server binary is a clear error before anything starts.
 func TestPreflightNamesAMissingBinary(t *testing.T) {
 	cfg := testConfig(t, redis.Correct, "unfenced", nil, time.Second)
-	cfg.Programs = catalog.Programs{RedisServer: "/nonexistent/redis-server"}
+	cfg.Programs = catalog.Programs{"redis-server": "/nonexistent/redis-server"}
 	_, err := Preflight(cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/nonexistent/redis-server not found")

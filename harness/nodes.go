@@ -9,50 +9,103 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
 )
 
-// node is a running server process of the lock service.
+// node is a server process of the lock service. It can be stopped,
+// killed, restarted on the same ports, and, when started under
+// libfaketime, have its wall clock moved.
 type node struct {
-	spec backends.NodeSpec
-	name string
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	spec  backends.NodeSpec
+	ep    backends.Endpoint
+	all   []backends.Endpoint
+	procs *procs
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when the current process has exited
+	output *bytes.Buffer
+	clock  time.Duration // the wall clock offset in force
 }
 
-func (n *node) Name() string { return n.name }
-func (n *node) PID() int     { return n.cmd.Process.Pid }
+func (n *node) Name() string { return n.ep.Name }
+
+func (n *node) addr() string { return n.ep.Addr() }
+
+func (n *node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
 
 func (n *node) Signal(sig syscall.Signal) error { return signalGroup(n.PID(), sig) }
 
-// startNode starts a node on a free loopback port with its own directory
-// under root and waits until it serves requests.
-func startNode(ctx context.Context, p *procs, spec backends.NodeSpec, root string) (*node, error) {
-	dir := filepath.Join(root, spec.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+// clockFile is where libfaketime reads the node's clock offset from.
+func (n *node) clockFile() string { return filepath.Join(n.ep.Dir, "faketime") }
+
+// The libraries a faked clock needs. Debian's redis-server, linked with
+// jemalloc, hangs under libfaketime ("unexpected recursive calls to
+// clock_gettime()") unless glibc's debug malloc is preloaded first.
+const (
+	libFaketime        = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+	libcMallocDebug    = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
+	faketimeInstallFix = "install libfaketime (apt-get install libfaketime) or run scripts/setup"
+)
+
+// allocate picks free loopback ports and directories for every node of a
+// topology, so each node's command line can name the others.
+func allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, error) {
+	eps := make([]backends.Endpoint, len(specs))
+	for i, s := range specs {
+		ports := max(s.Ports, 1)
+		eps[i] = backends.Endpoint{Name: s.Name, Dir: filepath.Join(root, s.Name)}
+		for j := 0; j < ports; j++ {
+			p, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			eps[i].Ports = append(eps[i].Ports, p)
+		}
+		if err := os.MkdirAll(eps[i].Dir, 0o755); err != nil {
+			return nil, err
+		}
 	}
+	return eps, nil
+}
+
+// startTopology starts every node and waits until each serves requests.
+// A port taken by someone else between allocation and start is retried on
+// fresh ports.
+func startTopology(ctx context.Context, p *procs, specs []backends.NodeSpec, root string) ([]*node, error) {
 	var lastErr error
-	// A port found free can be taken by someone else before the server binds
-	// it; try a few.
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		eps, err := allocate(specs, root)
 		if err != nil {
 			return nil, err
 		}
-		n, err := launch(ctx, p, spec, dir, port)
-		if err == nil {
-			return n, nil
+		nodes := make([]*node, len(specs))
+		for i := range specs {
+			nodes[i] = &node{spec: specs[i], ep: eps[i], all: eps, procs: p}
 		}
-		lastErr = err
-		if !errors.Is(err, errPortInUse) {
+		lastErr = nil
+		for _, n := range nodes {
+			if err := n.start(ctx); err != nil {
+				lastErr = err
+				break
+			}
+		}
+		if lastErr == nil {
+			return nodes, nil
+		}
+		for _, n := range nodes {
+			n.stop()
+		}
+		if !errors.Is(lastErr, errPortInUse) {
 			break
 		}
 	}
@@ -61,48 +114,143 @@ func startNode(ctx context.Context, p *procs, spec backends.NodeSpec, root strin
 
 var errPortInUse = errors.New("port in use")
 
-func launch(ctx context.Context, p *procs, spec backends.NodeSpec, dir string, port int) (*node, error) {
-	cmd := exec.Command(spec.Program, spec.Args(port, dir)...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
-	if err := p.start(cmd); err != nil {
-		return nil, fmt.Errorf("starting %s (%s): %w", spec.Name, spec.Program, err)
+// start launches the node's process and waits until it is ready.
+func (n *node) start(ctx context.Context) error {
+	cmd := exec.Command(n.spec.Program, n.spec.Args(n.ep, n.all)...)
+	cmd.Dir = n.ep.Dir
+	cmd.Env = append(os.Environ(), n.spec.Env...)
+	if n.spec.FakeClock {
+		for _, lib := range []string{libFaketime, libcMallocDebug} {
+			if _, err := os.Stat(lib); err != nil {
+				return fmt.Errorf("%s needs %s for clock faults: %s", n.Name(), lib, faketimeInstallFix)
+			}
+		}
+		if err := n.writeClock(n.clock); err != nil {
+			return err
+		}
+		cmd.Env = append(cmd.Env,
+			"LD_PRELOAD="+libcMallocDebug+":"+libFaketime,
+			"FAKETIME_TIMESTAMP_FILE="+n.clockFile(),
+			"FAKETIME_NO_CACHE=1",
+			"FAKETIME_DONT_FAKE_MONOTONIC=1",
+		)
 	}
-	n := &node{spec: spec, name: spec.Name, addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, cmd: cmd, done: make(chan struct{})}
+	out := &bytes.Buffer{}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if err := n.procs.start(cmd); err != nil {
+		return fmt.Errorf("starting %s (%s): %w", n.Name(), n.spec.Program, err)
+	}
+	done := make(chan struct{})
+	n.mu.Lock()
+	n.cmd, n.done, n.output = cmd, done, out
+	n.mu.Unlock()
 	go func() {
-		p.wait(cmd) //nolint:errcheck // the exit is seen through done
-		close(n.done)
+		n.procs.wait(cmd) //nolint:errcheck // the exit is seen through done
+		close(done)
 	}()
-	readyCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+
+	readyCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	for {
 		select {
-		case <-n.done:
-			out := strings.TrimSpace(stderr.String() + "\n" + logTail(dir))
-			if strings.Contains(out, "Address already in use") {
-				return nil, fmt.Errorf("%s: 127.0.0.1:%d: %w", spec.Name, port, errPortInUse)
+		case <-done:
+			text := strings.TrimSpace(out.String() + "\n" + logTail(n.ep.Dir))
+			if strings.Contains(text, "Address already in use") || strings.Contains(text, "address already in use") {
+				return fmt.Errorf("%s: %v: %w", n.Name(), n.ep.Ports, errPortInUse)
 			}
-			return nil, fmt.Errorf("%s exited before it was ready: %s", spec.Name, lastLine(out))
+			return fmt.Errorf("%s exited before it was ready: %s", n.Name(), lastLine(text))
 		case <-readyCtx.Done():
 			n.Signal(syscall.SIGKILL) //nolint:errcheck // giving up on it
-			return nil, fmt.Errorf("%s did not answer on %s within 10s (see %s)", spec.Name, n.addr, dir)
+			return fmt.Errorf("%s did not answer on %s within 15s (see %s)", n.Name(), n.addr(), n.ep.Dir)
 		case <-time.After(20 * time.Millisecond):
 		}
-		if spec.Ready(readyCtx, n.addr) == nil {
-			return n, nil
+		if n.spec.Ready(readyCtx, n.addr()) == nil {
+			return nil
 		}
+	}
+}
+
+// exited reports whether the node's current process has ended.
+func (n *node) exited() bool {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 
 // stop kills the node and waits for it to exit.
 func (n *node) stop() {
-	n.Signal(syscall.SIGCONT) //nolint:errcheck // it may be stopped by a fault
-	n.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	signalGroup(cmd.Process.Pid, syscall.SIGCONT) //nolint:errcheck // it may be stopped by a fault
+	signalGroup(cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // gone already is fine
 	select {
-	case <-n.done:
+	case <-done:
 	case <-time.After(5 * time.Second):
+	}
+}
+
+// Restart kills the node if it runs and starts it again on the same ports,
+// first removing its data when wipe is set.
+func (n *node) Restart(ctx context.Context, wipe bool) error {
+	n.stop()
+	if wipe {
+		for _, p := range n.spec.DataPaths {
+			if err := os.RemoveAll(filepath.Join(n.ep.Dir, p)); err != nil {
+				return err
+			}
+		}
+	}
+	return n.start(ctx)
+}
+
+// SetClock moves the node's wall clock to offset from the real one. Only a
+// node started with FakeClock has a clock to move.
+func (n *node) SetClock(offset time.Duration) error {
+	if !n.spec.FakeClock {
+		return fmt.Errorf("%s runs on the real clock (its backend does not start it under libfaketime)", n.Name())
+	}
+	n.mu.Lock()
+	n.clock = offset
+	n.mu.Unlock()
+	return n.writeClock(offset)
+}
+
+// Clock is the offset in force.
+func (n *node) Clock() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clock
+}
+
+// writeClock writes an offset in libfaketime's relative format ("+20" or
+// "-1.5" seconds), replacing the file atomically so that the server never
+// reads half a line.
+func (n *node) writeClock(offset time.Duration) error {
+	text := fmt.Sprintf("%+.3f\n", offset.Seconds())
+	tmp := n.clockFile() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clockFile())
+}
+
+// resetClocks puts every faked clock back to the real time.
+func resetClocks(nodes []*node) {
+	for _, n := range nodes {
+		if n.spec.FakeClock && n.Clock() != 0 {
+			n.SetClock(0) //nolint:errcheck // the process is about to be killed anyway
+		}
 	}
 }
 

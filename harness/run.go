@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
@@ -31,6 +32,8 @@ type Config struct {
 	Run      history.RunConfig // what the history header records
 	Out      string            // the store the run directory goes under
 	Programs catalog.Programs
+	// Extra carries backend-specific client settings.
+	Extra    map[string]string
 	TTL      time.Duration
 	Limit    time.Duration
 	Pause    time.Duration
@@ -79,12 +82,22 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
-	for _, spec := range b.Nodes(cfg.Programs) {
+	for _, spec := range b.Nodes(cfg.Programs, cfg.Run.Params) {
 		if _, err := exec.LookPath(spec.Program); err != nil {
-			return b, fmt.Errorf("%s not found (%v): install it (apt-get install redis-server) or pass its path with --redis-server", spec.Program, err)
+			return b, fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install redis-server redis-sentinel) or pass its path with --%s", spec.Program, err, programFlag(cfg.Programs, spec.Program))
 		}
 	}
 	return b, nil
+}
+
+// programFlag names the flag that sets the executable of program.
+func programFlag(p catalog.Programs, path string) string {
+	for name, chosen := range p {
+		if chosen == path {
+			return name
+		}
+	}
+	return filepath.Base(path)
 }
 
 func joinFaults(f []string) string {
@@ -128,23 +141,38 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	defer res.Close()
 
-	var nodes []*node
+	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
+	nodes, err := startTopology(ctx, p, specs, filepath.Join(out.Dir, "nodes"))
+	if err != nil {
+		return out, err
+	}
 	defer func() {
+		resetClocks(nodes)
 		for _, n := range nodes {
 			n.stop()
 		}
 	}()
-	cfg.Run.Versions = map[string]string{}
-	for _, spec := range backend.Nodes(cfg.Programs) {
-		n, err := startNode(ctx, p, spec, filepath.Join(out.Dir, "nodes"))
+	eps := make([]backends.Endpoint, len(nodes))
+	for i, n := range nodes {
+		eps[i] = n.ep
+		log.Info("node ready", "node", n.Name(), "addr", n.addr())
+	}
+	if backend.Ready != nil {
+		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := backend.Ready(readyCtx, eps)
+		cancel()
 		if err != nil {
-			return out, err
+			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
-		nodes = append(nodes, n)
-		if v, err := spec.Version(ctx, n.addr); err == nil {
-			cfg.Run.Versions[spec.Program] = v
+	}
+	cfg.Run.Versions = map[string]string{}
+	for i, n := range nodes {
+		if specs[i].Version == nil {
+			continue
 		}
-		log.Info("node ready", "node", n.name, "addr", n.addr)
+		if v, err := specs[i].Version(ctx, n.addr()); err == nil {
+			cfg.Run.Versions[specs[i].Program] = v
+		}
 	}
 
 	h, err := history.Create(filepath.Join(out.Dir, results.HistoryFile), history.Header{
@@ -156,13 +184,13 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	defer h.Close()
 
 	spec := catalog.Spec{
-		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL,
-		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout,
-	}
-	for _, n := range nodes {
-		spec.Addrs = append(spec.Addrs, n.addr)
+		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: backend.Addrs(eps),
+		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
 	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir}
+	if backend.Control != nil {
+		f.control = backend.Control(eps)
+	}
 	f.base = workloads.WorkerConfig{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(),
@@ -182,7 +210,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		steps := nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
 		nemDone <- nemesis.Run(nemCtx, steps, start, nemesis.Env{
 			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause,
-			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval,
+			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Params: cfg.Run.Params,
 		})
 	}()
 
@@ -211,6 +239,8 @@ type fleet struct {
 	log   *slog.Logger
 	dir   string
 	base  workloads.WorkerConfig
+	// control is the backend's service-level handle for the nemesis, if any.
+	control any
 
 	mu       sync.Mutex
 	slots    []*worker
@@ -412,6 +442,9 @@ func (f *fleet) Clients() []nemesis.Client {
 	}
 	return out
 }
+
+// Service implements nemesis.Targets.
+func (f *fleet) Service() any { return f.control }
 
 // Nodes implements nemesis.Targets.
 func (f *fleet) Nodes() []nemesis.Target {

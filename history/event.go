@@ -153,6 +153,9 @@ type RunConfig struct {
 	Think          string            `json:"think,omitempty"`
 	CommandLine    []string          `json:"command_line,omitempty"`
 	Versions       map[string]string `json:"versions,omitempty"`
+	// Params are backend- and fault-specific settings (Sentinel timings,
+	// clock skew, ...), as the flags set them.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Fenced reports whether the workload's resource refuses stale fences.

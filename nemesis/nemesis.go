@@ -44,6 +44,23 @@ type Targets interface {
 	Holder() (Client, bool)
 	Clients() []Client
 	Nodes() []Target
+	// Service is the backend's own handle on the service (who leads now,
+	// ...), or nil. Faults ask it for the methods they need.
+	Service() any
+}
+
+// Restarter is a node that can be killed and started again on the same
+// ports, with or without its data.
+type Restarter interface {
+	Target
+	Restart(ctx context.Context, wipe bool) error
+}
+
+// Clock is a node whose wall clock can be moved on its own.
+type Clock interface {
+	Target
+	SetClock(offset time.Duration) error
+	Clock() time.Duration
 }
 
 // Env is what a fault works with.
@@ -57,6 +74,8 @@ type Env struct {
 	// Failpoints are the moments inside the backend's own operations that
 	// kill-client can aim at (for example between SETNX and EXPIRE).
 	Failpoints []string
+	// Params are the run's fault settings (clock skew, restart delay, ...).
+	Params map[string]string
 	// Patience bounds how long a fault waits for its moment (a holder, a
 	// failpoint) before it gives up until the next step.
 	Patience time.Duration
@@ -66,7 +85,8 @@ type Env struct {
 // someone else's job (a killed client is restarted by the harness).
 type Fault func(ctx context.Context, env *Env) error
 
-// Faults by name, as the CLI spells them.
+// Faults by name, as the CLI spells them. Faults that belong to one kind of
+// service register themselves from their own file's init.
 var Faults = map[string]Fault{
 	"pause-holder": PauseHolder,
 	"pause-client": PauseClient,

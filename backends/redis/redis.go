@@ -178,8 +178,8 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// Node describes the redis-server process of the single-Redis topology:
-// loopback only, no persistence, logs and data in its own directory.
+// Node describes a redis-server process: loopback only, no persistence,
+// logs and data in its own directory.
 func Node(name, program string) backends.NodeSpec {
 	if program == "" {
 		program = "redis-server"
@@ -187,11 +187,12 @@ func Node(name, program string) backends.NodeSpec {
 	return backends.NodeSpec{
 		Name:    name,
 		Program: program,
-		Args: func(port int, dir string) []string {
+		Ports:   1,
+		Args: func(self backends.Endpoint, _ []backends.Endpoint) []string {
 			return []string{
 				"--bind", "127.0.0.1",
-				"--port", strconv.Itoa(port),
-				"--dir", dir,
+				"--port", strconv.Itoa(self.Ports[0]),
+				"--dir", self.Dir,
 				"--logfile", "redis.log",
 				"--save", "",
 				"--appendonly", "no",

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/lockcheck/lockcheck/harness"
@@ -28,16 +29,24 @@ func main() {
 	if harness.RunWorkerFromEnv() {
 		return
 	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns its exit code. Every error is
+// one line on stderr.
+func run(args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	err := root.Execute()
 	var ee exitError
 	switch {
 	case err == nil:
-		os.Exit(exitValid)
+		return exitValid
 	case errors.As(err, &ee):
-		os.Exit(ee.code)
-	default:
-		fmt.Fprintf(os.Stderr, "lockcheck: %v\n", err)
-		os.Exit(exitUnknown)
+		return ee.code
 	}
+	fmt.Fprintf(stderr, "lockcheck: %v\n", err)
+	return exitUnknown
 }

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
@@ -30,6 +32,7 @@ type runFlags struct {
 	think, out, redisServer                          string
 	clients, keys                                    int
 	seed                                             int64
+	apply                                            []func(*harness.Config) error
 }
 
 func newRunCmd() *cobra.Command {
@@ -73,8 +76,16 @@ could not be done.`,
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
 	fl.StringVar(&f.out, "out", "store", "directory that holds run directories")
 	fl.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server executable (looked up on PATH)")
+	for _, hook := range runFlagHooks {
+		f.apply = append(f.apply, hook(fl))
+	}
 	return cmd
 }
+
+// runFlagHooks let a backend's or fault's own file add flags to run: bind
+// declares them and returns a function that copies their values into the
+// run's configuration (usually its Params) once the flags are parsed.
+var runFlagHooks []func(fl *pflag.FlagSet) (apply func(cfg *harness.Config) error)
 
 func faultHelp() string {
 	var b strings.Builder
@@ -113,11 +124,17 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource,
 			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, TTLms: f.ttl.Milliseconds(),
 			TimeLimitMs: f.limit.Milliseconds(), PauseMs: f.pause.Milliseconds(),
-			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: os.Args,
+			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: reproduce(cmd, f.seed),
 		},
-		Out: f.out, Programs: catalog.Programs{RedisServer: f.redisServer},
+		Out: f.out, Programs: catalog.Programs{"redis-server": f.redisServer},
 		TTL: f.ttl, Limit: f.limit, Pause: f.pause, Interval: f.interval,
 		Think: f.think, Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
+	}
+	cfg.Run.Params = map[string]string{}
+	for _, apply := range f.apply {
+		if err := apply(&cfg); err != nil {
+			return err
+		}
 	}
 	if _, err := harness.Preflight(cfg); err != nil {
 		return err
@@ -152,6 +169,18 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 		return exitError{exitUnknown}
 	}
 	return verdictExit(v)
+}
+
+// reproduce is the command line that runs the same test again: the flags
+// the user set, and the seed even when lockcheck picked it.
+func reproduce(cmd *cobra.Command, seed int64) []string {
+	line := []string{"lockcheck", "run"}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if fl.Name != "seed" {
+			line = append(line, "--"+fl.Name, fl.Value.String())
+		}
+	})
+	return append(line, "--seed", strconv.FormatInt(seed, 10))
 }
 
 func orNone(faults []string) string {

@@ -1,0 +1,25 @@
+package catalog
+
+import (
+	"fmt"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/redis"
+)
+
+func init() {
+	Register(Backend{
+		Name:       "redis",
+		Variants:   redis.Variants,
+		Failpoints: map[string][]string{redis.SetnxExpire: {redis.FailpointSetnxExpireGap}},
+		Nodes: func(p Programs, _ map[string]string) []backends.NodeSpec {
+			return []backends.NodeSpec{redis.Node("redis-0", p.Path("redis-server"))}
+		},
+		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
+			if len(s.Addrs) != 1 {
+				return nil, fmt.Errorf("redis backend needs one address, got %d", len(s.Addrs))
+			}
+			return redis.New(redis.Options{Addr: s.Addrs[0], Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp})
+		},
+	})
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// Runs start workers by running their own executable: in tests that is the
+// test binary, which becomes a worker here.
+func TestMain(m *testing.M) {
+	if harness.RunWorkerFromEnv() {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+type invocation struct {
+	code           int
+	stdout, stderr string
+}
+
+func lockcheck(args ...string) invocation {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return invocation{code, out.String(), errb.String()}
+}
+
+// runLockcheck runs lockcheck run into a fresh store and returns the invocation
+// and the results it wrote.
+func runLockcheck(t *testing.T, args ...string) (invocation, *results.Results, string) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is not installed (run scripts/setup): %v", err)
+	}
+	store := t.TempDir()
+	inv := lockcheck(append([]string{"run", "--out", store, "--seed", "1"}, args...)...)
+	require.NotEqual(t, exitUnknown, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	dir, err := results.OpenRunDir(filepath.Join(store, "latest"))
+	require.NoError(t, err)
+	res, err := results.ReadResults(dir)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(inv.stdout), "\n")
+	assert.Equal(t, "report: "+filepath.Join(dir, "report.html"), lines[len(lines)-1], "the summary ends with the report's path")
+	return inv, res, dir
+}
+
+func TestUnfencedPausedHolderLosesUpdates(t *testing.T) {
+	t.Parallel()
+	inv, res, dir := runLockcheck(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "10s")
+	assert.Equal(t, exitInvalid, inv.code)
+	assert.Equal(t, checker.Invalid, res.Valid)
+	c := res.Checks
+	assert.GreaterOrEqual(t, c.DoubleOwnership.Windows, 1)
+	assert.GreaterOrEqual(t, c.Resource.LostUpdates, 1)
+	assert.Zero(t, c.LeaseSafety.Violations, "a paused client does not make the service break its promise")
+
+	// check reproduces the verdict and the counts from the stored history.
+	again := lockcheck("check", dir)
+	assert.Equal(t, exitInvalid, again.code, again.stderr)
+	res2, err := results.ReadResults(dir)
+	require.NoError(t, err)
+	assert.Equal(t, res.Valid, res2.Valid)
+	assert.Equal(t, res.Checks, res2.Checks)
+}
+
+func TestFencedPausedHolderIsRefused(t *testing.T) {
+	t.Parallel()
+	inv, res, _ := runLockcheck(t, "--workload", "fenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "10s")
+	assert.Equal(t, exitValid, inv.code, inv.stdout)
+	c := res.Checks.Resource
+	assert.GreaterOrEqual(t, c.StaleWritesRefused, 1)
+	assert.Zero(t, c.LostUpdates)
+	assert.Zero(t, c.StaleWritesAccepted)
+	assert.Equal(t, "ok", res.Checks.Linearizability.Result)
+}
+
+func TestCorrectLockWithoutFaultsIsClean(t *testing.T) {
+	t.Parallel()
+	inv, res, _ := runLockcheck(t, "--variant", "correct", "--nemesis", "none", "--time-limit", "6s")
+	assert.Equal(t, exitValid, inv.code, inv.stdout)
+	c := res.Checks
+	assert.Zero(t, c.LeaseSafety.Violations)
+	assert.Zero(t, c.DoubleOwnership.Windows)
+	assert.Zero(t, c.Resource.LostUpdates+c.Resource.StaleWritesAccepted+c.Resource.StaleWritesRefused)
+	assert.Zero(t, c.Fencing.Regressions+c.Fencing.Duplicates)
+	assert.True(t, c.Fencing.Checked)
+	assert.Equal(t, "ok", c.Linearizability.Result)
+	assert.Greater(t, c.Liveness.Grants, 50)
+}
+
+func TestDelReleaseDeletesAnotherClientsLock(t *testing.T) {
+	t.Parallel()
+	inv, res, _ := runLockcheck(t, "--variant", "del-release", "--nemesis", "pause-holder", "--time-limit", "8s")
+	assert.Equal(t, exitInvalid, inv.code)
+	assert.GreaterOrEqual(t, res.Checks.LeaseSafety.Violations, 1)
+}
+
+func TestSetnxExpireKilledClientLeavesLockStuck(t *testing.T) {
+	t.Parallel()
+	inv, res, dir := runLockcheck(t, "--variant", "setnx-expire", "--nemesis", "kill-client", "--time-limit", "8s")
+	l := res.Checks.Liveness
+	assert.True(t, l.StuckUntilEnd, inv.stdout)
+	assert.Contains(t, l.StallReason, "between SETNX and EXPIRE")
+	assert.Contains(t, l.StallReason, "no TTL")
+	report, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(report), "between SETNX and EXPIRE", "the report says why the lock is stuck")
+}
+
+func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
+	store := t.TempDir()
+	notRun := t.TempDir()
+	malformed := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(malformed, "history.jsonl"),
+		[]byte("{\"lockcheck_history\":1,\"start_time\":0,\"config\":{}}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\nnot json\n"), 0o644))
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"run", "--bogus"}, "unknown flag: --bogus"},
+		{"unknown backend", []string{"run", "--out", store, "--backend", "zookeeper"}, `unknown backend "zookeeper"`},
+		{"unknown variant", []string{"run", "--out", store, "--variant", "nope"}, `no variant "nope"`},
+		{"unknown nemesis", []string{"run", "--out", store, "--nemesis", "meteor"}, `unknown nemesis "meteor"`},
+		{"unknown workload", []string{"run", "--out", store, "--workload", "maybe"}, `unknown workload "maybe"`},
+		{"bad think", []string{"run", "--out", store, "--think", "soon"}, "--think"},
+		{"missing redis-server", []string{"run", "--out", store, "--redis-server", "/nonexistent/redis-server"}, "/nonexistent/redis-server not found"},
+		{"not a run directory", []string{"check", notRun}, "is not a lockcheck run directory"},
+		{"malformed history", []string{"check", malformed}, "history line 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := lockcheck(tt.args...)
+			assert.Equal(t, exitUnknown, inv.code)
+			assert.Contains(t, inv.stderr, tt.want)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
+		})
+	}
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+}
