@@ -88,7 +88,7 @@ func TestReasonOfALeaseViolation(t *testing.T) {
 	r := b.check(t)
 	assert.Equal(t, Invalid, r.Valid)
 	assert.Equal(t, "c2 was granted lock-0 at 0.13s while c1's lease was certainly live until 0.20s (while c0 was paused); "+
-		"c1 and c2 both held lock-0 for 4 ms.", r.Reason)
+		"c0, c1 and c2 held lock-0 in overlapping turns: two clients believed they held it for 19 ms while c0 was paused.", r.Reason)
 }
 
 func TestFaults(t *testing.T) {

@@ -49,17 +49,33 @@ func checkLiveness(f *facts) Liveness {
 	if f.hasRunEnd {
 		end = f.runEnd
 	}
+	var stalled *keyFacts
 	for _, k := range f.keys {
 		stall, stuck, ok := longestStall(k, f.span.Start, end)
+		// A working lock is granted again within a lease of its last
+		// holder's end, so a final gap is "stuck" only when it outlasts
+		// every lease the key promised twice over; a run that merely ended
+		// (or was interrupted) between two grants is not stuck.
+		stuck = stuck && stall.End-stall.Start > 2*longestLease(k)
 		if ok && ms(stall.End-stall.Start) > res.LongestStallMs {
 			res.LongestStallMs = ms(stall.End - stall.Start)
 			res.Stall, res.StuckUntilEnd, res.StallKey = &stall, stuck, k.key
+			stalled = k
 		}
 	}
 	if res.Stall != nil {
-		res.StallReason = stallReason(f, *res.Stall, res.StuckUntilEnd)
+		res.StallReason = stallReason(f, stalled, *res.Stall, res.StuckUntilEnd)
 	}
 	return res
+}
+
+// longestLease is the longest lease, in ns, any grant on k promised.
+func longestLease(k *keyFacts) int64 {
+	var longest int64
+	for _, g := range k.grants {
+		longest = max(longest, g.TTLms*1e6)
+	}
+	return longest
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
@@ -106,9 +122,11 @@ func longestStall(k *keyFacts, start, end int64) (stall Interval, stuck, ok bool
 }
 
 // stallReason explains a stall in plain words when the history says why: a
-// client killed at a failpoint just before or during it, and what the
-// nemesis saw when it inspected the lock service.
-func stallReason(f *facts, stall Interval, stuck bool) string {
+// client killed at a failpoint just before or during it, a fault in force
+// during it, and, for a lock stuck until the end of the run only, what the
+// nemesis saw when it inspected the lock service then. A stall that ended
+// with no fault in force has no reason.
+func stallReason(f *facts, k *keyFacts, stall Interval, stuck bool) string {
 	var parts []string
 	var kill *history.Event
 	for _, e := range f.nemesis {
@@ -117,7 +135,8 @@ func stallReason(f *facts, stall Interval, stuck bool) string {
 			kill = e
 		}
 	}
-	if kill != nil {
+	switch {
+	case kill != nil:
 		fp := kill.Value.Failpoint
 		words, known := failpointWords[fp]
 		where := "at failpoint " + fp
@@ -135,14 +154,49 @@ func stallReason(f *facts, stall Interval, stuck bool) string {
 			s += "; " + nobody
 		}
 		parts = append(parts, s)
-	} else if stuck {
+	case stuck:
 		parts = append(parts, fmt.Sprintf("nobody got the lock from %s to the end of the run although clients kept trying",
 			relSeconds(stall.Start-f.span.Start)))
+	default:
+		if why := stallFault(f.faults, k, stall); why != "" {
+			parts = append(parts, fmt.Sprintf("nobody was granted %s for %s from %s %s",
+				k.key, lasting(stall.End-stall.Start), relSeconds(stall.Start-f.span.Start), why))
+		}
 	}
-	for _, e := range f.nemesis {
-		if e.F == history.NemInspect && e.Value != nil && e.Value.Detail != "" {
-			parts = append(parts, "at the end of the run: "+e.Value.Detail)
+	if stuck {
+		for _, e := range f.nemesis {
+			if e.F == history.NemInspect && e.Value != nil && e.Value.Detail != "" {
+				parts = append(parts, "at the end of the run: "+e.Value.Detail)
+			}
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// stallFault says which fault in force during a stall on k explains it best:
+// "while c0, paused, held its lease" when the client holding k as the stall
+// began was paused during it, else the first fault in force; empty when
+// there was none.
+func stallFault(faults []Fault, k *keyFacts, stall Interval) string {
+	in := faultsDuring(faults, stall.Start, stall.End)
+	if len(in) == 0 {
+		return ""
+	}
+	// The holder is the latest grant on k that began by the stall's start
+	// and was still believed in just after it.
+	var holder *Grant
+	for i := range k.grants {
+		g := &k.grants[i]
+		if g.OK <= stall.Start && g.BeliefEnd > stall.Start && (holder == nil || g.OK > holder.OK) {
+			holder = g
+		}
+	}
+	if holder != nil {
+		for _, f := range in {
+			if f.Kind == history.NemPause && f.Target == holder.Process.String() && f.Start < holder.BeliefEnd {
+				return "while " + f.Target + ", paused, held its lease"
+			}
+		}
+	}
+	return faultPhrase(in[0])
 }

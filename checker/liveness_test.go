@@ -70,3 +70,64 @@ func TestLivenessStatistics(t *testing.T) {
 	assert.Equal(t, Interval{Start: at(21), End: at(35)}, *l.Stall)
 	assert.Empty(t, l.StallReason)
 }
+
+func TestStallReason(t *testing.T) {
+	tests := []struct {
+		name   string
+		b      *builder
+		stuck  bool
+		reason string
+	}{
+		{
+			name: "a stall that ended while the holder was paused",
+			b: pausedHolder("fenced").nemesis(310, history.NemRunEnd, "", "", "").
+				nemesis(311, history.NemInspect, "redis-0", "", "lock-0 is free"),
+			reason: "nobody was granted lock-0 for 110 ms from 0.00s while c0, paused, held its lease",
+		},
+		{
+			name: "a stall that ended during a fault of the lock service",
+			b: newBuilder("fenced").cycle(0, 0, 0, 1, "").nemesis(15, history.NemPause, "redis-0", "", "").
+				acquire(1, 20, 80, 2).release(1, 85, 86).nemesis(90, history.NemResume, "redis-0", "", ""),
+			reason: "nobody was granted lock-0 for 79 ms from 0.00s while redis-0 was paused",
+		},
+		{
+			name: "a stall that ended after a kill at a failpoint leaves out the end-of-run inspection",
+			b: newBuilder("fenced").cycle(0, 0, 0, 1, "").add(20, 3, history.Invoke, history.FAcquire, nil).
+				nemesis(21, history.NemKill, "c3", "setnx-expire-gap", "").acquireFail(1, 30, 31).
+				acquire(1, 200, 210, 2).release(1, 220, 221).
+				nemesis(300, history.NemRunEnd, "", "", "").nemesis(301, history.NemInspect, "redis-0", "", "lock-0 is free"),
+			reason: "c3 was killed between SETNX and EXPIRE at 0.02s; the lock key was left with no TTL and nobody got the lock for 189 ms",
+		},
+		{
+			name:   "a stall that ended with no fault in force has no reason",
+			b:      newBuilder("fenced").cycle(0, 0, 0, 1, "").acquire(1, 20, 80, 2).release(1, 85, 86),
+			reason: "",
+		},
+		{
+			name: "a lock stuck until the end says what the nemesis inspected",
+			b: newBuilder("fenced").acquire(0, 0, 1, 1).acquireFail(1, 10, 11).acquireFail(1, 250, 251).
+				nemesis(300, history.NemRunEnd, "", "", "").nemesis(301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
+			stuck:  true,
+			reason: "nobody got the lock from 0.00s to the end of the run although clients kept trying; at the end of the run: lock-0 has PTTL 900",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := tt.b.check(t).Checks.Liveness
+			require.NotNil(t, l.Stall)
+			assert.Equal(t, tt.stuck, l.StuckUntilEnd)
+			assert.Equal(t, tt.reason, l.StallReason)
+		})
+	}
+}
+
+// A run that ends (or is interrupted) a moment after the last grant is not
+// a stuck lock: a working lock is granted again within a lease.
+func TestLivenessShortFinalGapIsNotStuck(t *testing.T) {
+	b := newBuilder("unfenced")
+	b.cycle(0, 100, 1, 1, "0-1")
+	b.acquireFail(1, 130, 131)
+	b.nemesis(150, history.NemRunEnd, "", "", "interrupted")
+	l := b.check(t).Checks.Liveness
+	assert.False(t, l.StuckUntilEnd, "a 40 ms gap under a 100 ms lease is not stuck")
+}

@@ -8,54 +8,116 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
-// checkDoubleOwnership finds the windows in which two processes both
-// believed they held the same key: overlaps of belief intervals
-// [OK, BeliefEnd]. Grants are swept in OK order against the grants whose
-// belief is still running; in a working lock that set holds at most one.
+// beliefEdge is the start or the end of one belief interval.
+type beliefEdge struct {
+	at      int64
+	end     bool
+	process history.Process
+}
+
+// checkDoubleOwnership finds the windows in which several processes believed
+// they held the same key. Belief intervals [OK, BeliefEnd] are swept as start
+// and end events per key, ends before starts at the same instant, so a
+// hand-over at one instant is no overlap. A window opens when a second
+// process starts believing and lasts, merged, while the key is never free:
+// a paused holder overlapped by one grant after another is one window, not
+// one per grant. It ends at the last moment at which two processes believed.
+// In a working lock no window opens.
 func checkDoubleOwnership(keys []*keyFacts, faults []Fault, outcomes *outcomes) DoubleOwnership {
 	var res DoubleOwnership
 	for _, k := range keys {
-		grants := slices.Clone(k.grants)
-		slices.SortFunc(grants, func(a, b Grant) int { return cmp.Compare(a.OK, b.OK) })
 		writes := slices.Clone(k.writes)
 		slices.SortFunc(writes, func(a, b writeOp) int { return cmp.Compare(a.invoke, b.invoke) })
-		var believing []Grant
-		for _, b := range grants {
-			believing = slices.DeleteFunc(believing, func(a Grant) bool { return a.BeliefEnd <= b.OK })
-			for _, a := range believing {
-				if a.Process == b.Process {
+		for _, w := range mergedWindows(k) {
+			w.Ms = float64(w.End-w.Start) / 1e6
+			w.Faults = faultNames(faultsDuring(faults, w.Start, w.End))
+			first := sort.Search(len(writes), func(i int) bool { return writes[i].invoke >= w.Start })
+			for _, wr := range writes[first:] {
+				if wr.invoke > w.End {
+					break
+				}
+				if _, in := slices.BinarySearch(w.Processes, wr.process); !in {
 					continue
 				}
-				w := Window{Key: k.key, Start: b.OK, End: min(a.BeliefEnd, b.BeliefEnd)}
-				if w.End <= w.Start {
-					continue
-				}
-				w.Ms = float64(w.End-w.Start) / 1e6
-				w.Processes = [2]history.Process{a.Process, b.Process}
-				w.Faults = faultNames(faultsDuring(faults, w.Start, w.End))
-				first := sort.Search(len(writes), func(i int) bool { return writes[i].invoke >= w.Start })
-				for _, wr := range writes[first:] {
-					if wr.invoke > w.End {
-						break
-					}
-					if wr.process != a.Process && wr.process != b.Process {
-						continue
-					}
-					w.Writes = append(w.Writes, wr.index)
-					if outcomes.of(&wr).accepted == accepted {
-						w.Unsafe++
-					}
-				}
-				res.Windows++
-				res.TotalMs += w.Ms
-				res.MaxMs = max(res.MaxMs, w.Ms)
-				res.UnsafeWrites += w.Unsafe
-				if len(res.List) < maxEvidence {
-					res.List = append(res.List, w)
+				w.Writes = append(w.Writes, wr.index)
+				if outcomes.of(&wr).accepted == accepted {
+					w.Unsafe++
 				}
 			}
-			believing = append(believing, b)
+			res.Windows++
+			res.TotalMs += w.Ms
+			res.MaxMs = max(res.MaxMs, w.Ms)
+			res.UnsafeWrites += w.Unsafe
+			if len(res.List) < maxEvidence {
+				res.List = append(res.List, w)
+			}
 		}
 	}
 	return res
+}
+
+// mergedWindows sweeps k's belief intervals and returns its windows in time
+// order, with Key, Start, End and Processes (sorted, distinct) set.
+func mergedWindows(k *keyFacts) []Window {
+	edges := make([]beliefEdge, 0, 2*len(k.grants))
+	for _, g := range k.grants {
+		if g.BeliefEnd > g.OK { // an empty belief overlaps nothing
+			edges = append(edges, beliefEdge{at: g.OK, process: g.Process}, beliefEdge{at: g.BeliefEnd, end: true, process: g.Process})
+		}
+	}
+	slices.SortFunc(edges, func(a, b beliefEdge) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		if a.end != b.end {
+			if a.end {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.process, b.process)
+	})
+	var (
+		windows   []Window
+		believing = map[history.Process]int{} // open belief intervals per process
+		open      bool
+		w         Window
+		in        map[history.Process]bool // processes of the open window
+		lastTwo   int64                    // when the open window last had two believers
+	)
+	for _, e := range edges {
+		if !e.end {
+			believing[e.process]++
+			switch {
+			case open:
+				in[e.process] = true
+			case len(believing) >= 2:
+				open, w, in = true, Window{Key: k.key, Start: e.at}, map[history.Process]bool{}
+				for p := range believing {
+					in[p] = true
+				}
+			}
+			continue
+		}
+		before := len(believing)
+		if believing[e.process]--; believing[e.process] <= 0 {
+			delete(believing, e.process)
+		}
+		if !open {
+			continue
+		}
+		if before >= 2 && len(believing) < 2 {
+			lastTwo = e.at
+		}
+		if len(believing) == 0 {
+			w.End = lastTwo
+			for p := range in {
+				w.Processes = append(w.Processes, p)
+			}
+			slices.Sort(w.Processes)
+			windows = append(windows, w)
+			open = false
+		}
+	}
+	return windows
 }

@@ -23,6 +23,20 @@ func pausedHolder(workload string) *builder {
 	return b.release(0, 303, 304)
 }
 
+// pausedThrough3 is pausedHolder with three clients granted the lock one
+// after another while c0 is paused: c1 and c2 write, c3 does not.
+func pausedThrough3(workload string) *builder {
+	fenced := workload == "fenced"
+	b := newBuilder(workload)
+	b.acquire(0, 0, 1, 1).read(0, 2, 3, 0).nemesis(5, history.NemPause, "c0", "", "")
+	b.acquire(1, 110, 111, 2).rmw(1, 112, 115, 0, 0, 2, "r2").release(1, 120, 121)
+	b.acquire(2, 125, 126, 3).rmw(2, 127, 130, 1, 1, 3, "r3").release(2, 132, 133)
+	b.acquire(3, 140, 141, 4).release(3, 150, 151)
+	b.nemesis(300, history.NemResume, "c0", "", "")
+	b.write(0, 301, 302, 1, 0, 1, "r1", history.OK, !fenced, 2)
+	return b.release(0, 303, 304)
+}
+
 func TestDoubleOwnership(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -40,7 +54,7 @@ func TestDoubleOwnership(t *testing.T) {
 			name: "paused holder, unfenced: the overlap makes the verdict false",
 			b:    pausedHolder("unfenced"),
 			windows: []Window{{
-				Key: lockKey, Start: at(111), End: at(120), Ms: 9, Processes: [2]history.Process{0, 1},
+				Key: lockKey, Start: at(111), End: at(120), Ms: 9, Processes: []history.Process{0, 1},
 				Faults: []string{"pause c0"}, Writes: []int64{11}, Unsafe: 1,
 			}},
 			unsafeWr: 1,
@@ -50,11 +64,47 @@ func TestDoubleOwnership(t *testing.T) {
 			name: "paused holder, fenced: the overlap is reported, the verdict holds",
 			b:    pausedHolder("fenced"),
 			windows: []Window{{
-				Key: lockKey, Start: at(111), End: at(120), Ms: 9, Processes: [2]history.Process{0, 1},
+				Key: lockKey, Start: at(111), End: at(120), Ms: 9, Processes: []history.Process{0, 1},
 				Faults: []string{"pause c0"}, Writes: []int64{11}, Unsafe: 1,
 			}},
 			unsafeWr: 1,
 			verdict:  Valid,
+		},
+		{
+			name: "a paused holder overlapped by three successive grants is one window",
+			b:    pausedThrough3("fenced"),
+			windows: []Window{{
+				Key: lockKey, Start: at(111), End: at(150), Ms: 39, Processes: []history.Process{0, 1, 2, 3},
+				Faults: []string{"pause c0"}, Writes: []int64{9, 17}, Unsafe: 2,
+			}},
+			unsafeWr: 2,
+			verdict:  Valid,
+		},
+		{
+			name: "two separate episodes are two windows",
+			b: pausedHolder("fenced").acquire(2, 400, 401, 3).nemesis(405, history.NemPause, "c2", "", "").
+				acquire(1, 510, 511, 4).release(1, 520, 521).
+				nemesis(600, history.NemResume, "c2", "", "").release(2, 603, 604),
+			windows: []Window{
+				{
+					Key: lockKey, Start: at(111), End: at(120), Ms: 9, Processes: []history.Process{0, 1},
+					Faults: []string{"pause c0"}, Writes: []int64{11}, Unsafe: 1,
+				},
+				{Key: lockKey, Start: at(511), End: at(520), Ms: 9, Processes: []history.Process{1, 2}, Faults: []string{"pause c2"}},
+			},
+			unsafeWr: 1,
+			verdict:  Valid,
+		},
+		{
+			name: "one process's grants in sequence never overlap",
+			b: newBuilder("fenced").acquire(0, 0, 1, 1).acquire(0, 10, 11, 2).rmw(0, 12, 14, 0, 0, 2, "r1").
+				acquire(0, 20, 21, 3).release(0, 30, 31).cycle(0, 40, 1, 4, "r2"),
+			verdict: Valid,
+		},
+		{
+			name:    "a hand-over at one instant is no overlap",
+			b:       newBuilder("fenced").acquire(0, 0, 1, 1).release(0, 10, 11).acquire(1, 5, 10, 2).release(1, 20, 21),
+			verdict: Valid,
 		},
 		{
 			name: "a killed holder believes nothing",
@@ -71,12 +121,22 @@ func TestDoubleOwnership(t *testing.T) {
 			assert.Equal(t, tt.windows, d.List)
 			assert.Equal(t, len(tt.windows), d.Windows)
 			assert.Equal(t, tt.unsafeWr, d.UnsafeWrites)
-			var total float64
+			var total, longest float64
 			for _, w := range tt.windows {
 				total += w.Ms
+				longest = max(longest, w.Ms)
 			}
 			assert.InDelta(t, total, d.TotalMs, 1e-9)
+			assert.InDelta(t, longest, d.MaxMs, 1e-9)
 			assert.Equal(t, tt.verdict, r.Valid, r.Reason)
 		})
 	}
+}
+
+func TestReasonOfAMergedWindow(t *testing.T) {
+	r := pausedThrough3("unfenced").check(t)
+	assert.Equal(t, Invalid, r.Valid)
+	assert.Equal(t, "c0 held lock-0 through a 295 ms pause while c1, c2 and c3 were granted it: two clients believed they held it "+
+		"for 39 ms, and the resource accepted 2 writes of theirs without fencing; "+
+		"c0's write with fence 1 overwrote a value it had not read (lost update).", r.Reason)
 }

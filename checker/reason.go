@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -96,9 +97,9 @@ func (x explainer) harm() *ResourceAnomaly {
 }
 
 // window picks the double-ownership window that explains harm (the latest
-// one on its key that began before it), else one of the first lease
-// violation's two processes, else the one with the most writes that landed,
-// else the longest.
+// one on its key that began before it), else one that contains both
+// processes of the first lease violation (preferring one that contains its
+// grant), else the one with the most writes that landed, else the longest.
 func (x explainer) window(harm *ResourceAnomaly, violations []LeaseViolation) *Window {
 	var best *Window
 	for i := range x.r.Checks.DoubleOwnership.List {
@@ -110,7 +111,10 @@ func (x explainer) window(harm *ResourceAnomaly, violations []LeaseViolation) *W
 			}
 		case len(violations) > 0:
 			v := violations[0]
-			if best == nil && w.Key == v.Key && w.Processes == [2]history.Process{v.Earlier.Process, v.Later.Process} {
+			if w.Key != v.Key || !w.has(v.Earlier.Process) || !w.has(v.Later.Process) {
+				continue
+			}
+			if best == nil || (!best.spans(v.Later.OK) && w.spans(v.Later.OK)) {
 				best = w
 			}
 		case best == nil || w.Unsafe > best.Unsafe || (w.Unsafe == best.Unsafe && w.Ms > best.Ms):
@@ -120,23 +124,91 @@ func (x explainer) window(harm *ResourceAnomaly, violations []LeaseViolation) *W
 	return best
 }
 
+// has tells whether p believed during w.
+func (w *Window) has(p history.Process) bool {
+	_, ok := slices.BinarySearch(w.Processes, p)
+	return ok
+}
+
+// spans tells whether t lies within w.
+func (w *Window) spans(t int64) bool { return w.Start <= t && t <= w.End }
+
+// doubleOwnership describes a window. When one of its processes was paused
+// throughout it, the story is that holder's: "c0 held lock-0 through a
+// 1000 ms pause while c1, c3 and c4 were granted it: two clients believed
+// they held it for 512 ms". Otherwise it names the processes and the fault
+// that explains the window best.
 func (x explainer) doubleOwnership(w Window) string {
-	s := fmt.Sprintf("%s and %s both held %s for %s", w.Processes[0], w.Processes[1], w.Key, lasting(w.End-w.Start))
+	var s string
 	fs := faultsDuring(x.r.Faults, w.Start, w.End)
-	for _, f := range fs {
-		// A fault of one of the two owners explains the window best.
-		if f.Target == w.Processes[0].String() || f.Target == w.Processes[1].String() {
-			fs = []Fault{f}
-			break
+	var pause, own *Fault
+	for i, f := range fs {
+		if !w.hasTarget(f.Target) {
+			continue
+		}
+		// A pause that spans the whole window is the holder's that every
+		// other process was granted the lock around.
+		if f.Kind == history.NemPause && f.Start <= w.Start && f.End >= w.End && pause == nil {
+			pause = &fs[i]
+		}
+		if own == nil {
+			own = &fs[i]
 		}
 	}
-	if len(fs) > 0 {
-		s += " " + faultPhrase(fs[0])
+	switch {
+	case pause != nil:
+		var others []string
+		for _, p := range w.Processes {
+			if p.String() != pause.Target {
+				others = append(others, p.String())
+			}
+		}
+		were := "were"
+		if len(others) == 1 {
+			were = "was"
+		}
+		s = fmt.Sprintf("%s held %s through a %s pause while %s %s granted it: two clients believed they held it for %s",
+			pause.Target, w.Key, lasting(pause.End-pause.Start), joinAnd(others), were, lasting(w.End-w.Start))
+	default:
+		if len(w.Processes) == 2 {
+			s = fmt.Sprintf("%s and %s both held %s for %s", w.Processes[0], w.Processes[1], w.Key, lasting(w.End-w.Start))
+		} else {
+			s = fmt.Sprintf("%s held %s in overlapping turns: two clients believed they held it for %s",
+				joinAnd(processNames(w.Processes)), w.Key, lasting(w.End-w.Start))
+		}
+		// A fault of one of the owners explains the window best.
+		if own != nil {
+			s += " " + faultPhrase(*own)
+		} else if len(fs) > 0 {
+			s += " " + faultPhrase(fs[0])
+		}
 	}
 	if !x.fenced && w.Unsafe > 0 {
 		s += fmt.Sprintf(", and the resource accepted %s of theirs without fencing", count(w.Unsafe, "write", "writes"))
 	}
 	return s
+}
+
+// hasTarget tells whether a fault target names one of w's processes.
+func (w *Window) hasTarget(target string) bool {
+	p, ok := clientTarget(&history.Value{Target: target})
+	return ok && p.String() == target && w.has(p)
+}
+
+func processNames(ps []history.Process) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.String()
+	}
+	return names
+}
+
+// joinAnd lists words as a sentence does: "c1", "c1 and c3", "c1, c3 and c4".
+func joinAnd(words []string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 func (x explainer) resourceAnomaly(a ResourceAnomaly) string {

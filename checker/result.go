@@ -126,25 +126,29 @@ type LeaseViolation struct {
 	Faults  []string `json:"faults,omitempty"` // faults in force or shortly before, as "pause c3"
 }
 
-// DoubleOwnership: overlaps of belief intervals of different processes.
+// DoubleOwnership: windows in which several processes believed they held
+// the same key, merged per episode.
 type DoubleOwnership struct {
 	Windows      int      `json:"windows"`
 	TotalMs      float64  `json:"total_ms"`
 	MaxMs        float64  `json:"max_ms"`
-	UnsafeWrites int      `json:"unsafe_writes"` // accepted writes by either owner inside a window
+	UnsafeWrites int      `json:"unsafe_writes"` // accepted writes by a window's processes inside it
 	List         []Window `json:"list,omitempty"`
 }
 
-// Window is a span in which two processes both believed they held Key.
+// Window is a maximal span in which at least two processes believed they
+// held Key, merged while the key was never free: from the first moment two
+// believed to the last. A paused holder overlapped by grant after grant is
+// one window.
 type Window struct {
-	Key       string             `json:"key"`
-	Start     int64              `json:"start"`
-	End       int64              `json:"end"`
-	Ms        float64            `json:"ms"`
-	Processes [2]history.Process `json:"processes"`
-	Faults    []string           `json:"faults,omitempty"`
-	Writes    []int64            `json:"writes,omitempty"` // history indices of writes invoked inside the window by the two
-	Unsafe    int                `json:"unsafe"`           // how many of those the resource accepted
+	Key       string            `json:"key"`
+	Start     int64             `json:"start"`
+	End       int64             `json:"end"`
+	Ms        float64           `json:"ms"`
+	Processes []history.Process `json:"processes"` // every process that believed during the window, sorted
+	Faults    []string          `json:"faults,omitempty"`
+	Writes    []int64           `json:"writes,omitempty"` // history indices of writes invoked inside the window by its processes
+	Unsafe    int               `json:"unsafe"`           // how many of those the resource accepted
 }
 
 // ResourceSafety: was data corrupted, judged from the resource's serial log.

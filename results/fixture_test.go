@@ -94,7 +94,7 @@ func badResult(s hostile) *checker.Result {
 		{Key: s.key, Earlier: c1, Later: c2, Faults: []string{"pause " + s.target}},
 	}}
 	r.Checks.DoubleOwnership = checker.DoubleOwnership{Windows: 1, TotalMs: 80, MaxMs: 80, UnsafeWrites: 1, List: []checker.Window{
-		{Key: s.key, Start: at(520), End: at(600), Ms: 80, Processes: [2]history.Process{0, 1}, Faults: []string{"pause " + s.target}, Writes: []int64{7}, Unsafe: 1},
+		{Key: s.key, Start: at(520), End: at(600), Ms: 80, Processes: []history.Process{0, 1}, Faults: []string{"pause " + s.target}, Writes: []int64{7}, Unsafe: 1},
 	}}
 	r.Checks.Resource = checker.ResourceSafety{LostUpdates: 1, StaleWritesRefused: 1, Source: "resource-log", Anomalies: []checker.ResourceAnomaly{
 		{Kind: "lost-update", Key: s.key, Time: at(802), Process: 0, Fence: history.Int64(1), Read: 0, Prev: 2, Value: 1, Req: "r3"},

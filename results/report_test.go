@@ -164,3 +164,30 @@ func BenchmarkWriteAll(b *testing.B) {
 		}
 	}
 }
+
+// TestReportShowsAMergedWindow: a window of a paused holder and three
+// clients granted the lock in turn is one row and one band, and every lane
+// that took part is outlined.
+func TestReportShowsAMergedWindow(t *testing.T) {
+	res := badResult(plain)
+	res.Checks.DoubleOwnership = checker.DoubleOwnership{Windows: 1, TotalMs: 390, MaxMs: 390, UnsafeWrites: 2, List: []checker.Window{
+		{Key: plain.key, Start: at(520), End: at(910), Ms: 390, Processes: []history.Process{0, 1, 2, 3}, Faults: []string{"pause c0"}, Writes: []int64{7, 18}, Unsafe: 2},
+	}}
+	page := renderReport(t, sampleHistory(plain, "unfenced"), res)
+	svg := svgOf(t, page)
+
+	assert.Contains(t, page, `<td>lock</td><td>0.520 s</td><td>390</td><td>c0, c1, c2, c3</td><td>2</td><td>2</td><td>pause c0</td>`)
+	assert.Equal(t, 1, strings.Count(svg, `class="window"`), "one band for the merged window")
+	assert.Equal(t, 4, strings.Count(svg, `class="window-lane"`), "an outline in each participating lane")
+	assert.Contains(t, svg, `c0, c1, c2 and c3 believed, at least two at once, they held &#34;lock&#34; for 390 ms from 0.520 s; 2 writes accepted`)
+
+	var status checkStatus
+	for _, s := range checkStatuses(sampleHistory(plain, "unfenced").Header.Config, res, t0) {
+		if s.Key == "double_ownership" {
+			status = s
+		}
+	}
+	assert.Equal(t, fail, status.Outcome)
+	assert.Equal(t, "1 window, 390 ms total, max 390 ms, 2 unsafe writes", status.Numbers)
+	assert.Equal(t, []string{`key "lock": c0, c1, c2 and c3 believed, at least two at once, they held the lock from 0.520 s for 390 ms, 2 writes accepted; faults: pause c0`}, status.Details)
+}

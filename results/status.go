@@ -94,8 +94,8 @@ func doubleOwnershipStatus(cfg history.RunConfig, d *checker.DoubleOwnership, t0
 	}
 	s.Details = capLines(len(d.List), func(i int) string {
 		w := d.List[i]
-		return fmt.Sprintf("key %q: %s and %s both held the lock from %s for %s ms, %s accepted; faults: %s",
-			w.Key, w.Processes[0], w.Processes[1], relSec(w.Start, t0), fmtMs(w.Ms),
+		return fmt.Sprintf("key %q: %s the lock from %s for %s ms, %s accepted; faults: %s",
+			w.Key, believedHeld(w.Processes), relSec(w.Start, t0), fmtMs(w.Ms),
 			plural(w.Unsafe, "write"), orNone(w.Faults))
 	})
 	if !cfg.Fenced() && d.UnsafeWrites > 0 {
@@ -272,4 +272,29 @@ func orNone(list []string) string {
 		return "none"
 	}
 	return strings.Join(list, ", ")
+}
+
+// believedHeld says who believed they held a lock during a window: "c0 and
+// c1 both held", "c0, c1 and c3 believed, at least two at once, they held".
+func believedHeld(ps []history.Process) string {
+	if len(ps) == 2 {
+		return fmt.Sprintf("%s and %s both held", ps[0], ps[1])
+	}
+	return joinAnd(processNames(ps)) + " believed, at least two at once, they held"
+}
+
+func processNames(ps []history.Process) []string {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.String()
+	}
+	return names
+}
+
+// joinAnd lists words as a sentence does: "c1", "c1 and c3", "c1, c3 and c4".
+func joinAnd(words []string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }

@@ -140,8 +140,9 @@ func processes(h *history.History, res *checker.Result) []history.Process {
 		add(v.Later.Process)
 	}
 	for _, w := range c.DoubleOwnership.List {
-		add(w.Processes[0])
-		add(w.Processes[1])
+		for _, p := range w.Processes {
+			add(p)
+		}
 	}
 	for _, a := range c.Resource.Anomalies {
 		add(a.Process)
@@ -390,9 +391,9 @@ func (b *builder) windows(ws []checker.Window) {
 		if i == maxRows {
 			break
 		}
-		title := fmt.Sprintf("%s and %s both held %q for %s ms from %s; %s accepted", w.Processes[0], w.Processes[1],
-			w.Key, fmtMs(w.Ms), relSec(w.Start, b.t0), plural(w.Unsafe, "write"))
+		title := fmt.Sprintf("%s %q for %s ms from %s; %s accepted", believedHeld(w.Processes), w.Key, fmtMs(w.Ms), relSec(w.Start, b.t0), plural(w.Unsafe, "write"))
 		b.band(markID("double_ownership", i), "#"+rowID("double_ownership", i), "window", w.Start, w.End, title)
+		// Outline every participating lane across the window.
 		for _, p := range w.Processes {
 			l := b.laneOf[p]
 			x0, x1 := b.x(w.Start), b.x(w.End)

@@ -87,6 +87,18 @@ could not be done.`,
 // run's configuration (usually its Params) once the flags are parsed.
 var runFlagHooks []func(fl *pflag.FlagSet) (apply func(cfg *harness.Config) error)
 
+func init() {
+	runFlagHooks = append(runFlagHooks, func(fl *pflag.FlagSet) func(*harness.Config) error {
+		wipe := fl.Bool("wipe", false, "kill-restart: the node comes back with its data wiped")
+		delay := fl.Duration("restart-delay", 0, "kill-restart: time between the kill and the restart (the documented Redlock mitigation is longer than the TTL)")
+		return func(cfg *harness.Config) error {
+			cfg.Run.Params[nemesis.ParamWipe] = strconv.FormatBool(*wipe)
+			cfg.Run.Params[nemesis.ParamRestartDelay] = delay.String()
+			return nil
+		}
+	})
+}
+
 func faultHelp() string {
 	var b strings.Builder
 	for _, name := range append([]string{"none"}, nemesis.Names()...) {
