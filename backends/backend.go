@@ -21,6 +21,18 @@ type Grant struct {
 	Fence *int64
 	// TTL is the lease length the backend promises.
 	TTL time.Duration
+	// Deadline, if set, is the client's own validity deadline as the backend
+	// computes it (Redlock: start + TTL − drift); the client loop honours it
+	// before writing. Zero means the loop derives one from the TTL.
+	Deadline time.Time
+	// Nodes, for a lock won on several nodes, names the nodes that granted
+	// it, so a report can tell which node's fault broke the lease.
+	Nodes []string
+	// Lost, if set, is closed once the client notices that the lease behind
+	// the grant is gone. It is set by backends whose lease is renewed in the
+	// background (an etcd session's keepalive): such a grant has no fixed
+	// deadline, and this watchdog is what ends the client's belief.
+	Lost <-chan struct{}
 }
 
 // Lock is a client of one lock service. Every error other than

@@ -56,7 +56,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		LeaseSafety:     checkLeaseSafety(f.keys, f.faults),
 		DoubleOwnership: checkDoubleOwnership(f.keys, f.faults, outcomes),
 		Resource:        checkResource(resource, source),
-		Fencing:         checkFencing(f.keys),
+		Fencing:         checkFencing(f.keys, f.faults),
 		Linearizability: newLinearizabilityCheck(f, outcomes, opts.LinearizabilityTimeout).result(),
 		Liveness:        checkLiveness(f),
 	}

@@ -1,34 +1,43 @@
 package checker
 
 import (
+	"slices"
+
 	"github.com/lockcheck/lockcheck/history"
 )
 
 // collectFaults turns nemesis events into fault intervals. A pause lasts
-// until the resume of the same target (or the end of the history); a kill
-// is a point, or lasts until the target starts again. Verbs that only
-// observe (run-end, inspect, failpoint) are not faults; verbs this checker
-// does not know yet are points.
+// until the resume of the same target, or its kill (a killed process is no
+// longer stopped), or the end of the history; a clock jump lasts until the
+// clock is reset; a kill is a point, or lasts until the target starts again.
+// Verbs that only observe (run-end, inspect, failpoint, role) are not
+// faults; a promotion (switch-master) and verbs this checker does not know
+// yet are points.
 func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 	faults := []Fault{}
 	open := map[string]int{} // kind + target -> index in faults of an unhealed fault
 	for _, e := range nemesis {
-		var target, failpoint string
+		var target, failpoint, detail string
 		if e.Value != nil {
-			target, failpoint = e.Value.Target, e.Value.Failpoint
+			target, failpoint, detail = e.Value.Target, e.Value.Failpoint, e.Value.Detail
+		}
+		heal := func(kind string) {
+			if i, ok := open[kind+" "+target]; ok {
+				faults[i].End = e.Time
+				delete(open, kind+" "+target)
+			}
 		}
 		switch e.F {
-		case history.NemRunEnd, history.NemInspect, history.NemFailpoint:
+		case history.NemRunEnd, history.NemInspect, history.NemFailpoint, history.NemRole:
 			continue
-		case history.NemResume, history.NemStart:
-			healed := history.NemPause
-			if e.F == history.NemStart {
-				healed = history.NemKill
-			}
-			if i, ok := open[healed+" "+target]; ok {
-				faults[i].End = e.Time
-				delete(open, healed+" "+target)
-			}
+		case history.NemResume:
+			heal(history.NemPause)
+			continue
+		case history.NemStart:
+			heal(history.NemKill)
+			continue
+		case history.NemClockReset:
+			heal(history.NemClockJump)
 			continue
 		}
 		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index}
@@ -37,6 +46,12 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 			f.End = spanEnd
 			open[e.F+" "+target] = len(faults)
 		case history.NemKill:
+			heal(history.NemPause)
+			open[e.F+" "+target] = len(faults)
+		case history.NemClockJump:
+			f.End, f.Detail = spanEnd, detail
+			// A second jump of the same clock ends the first.
+			heal(history.NemClockJump)
 			open[e.F+" "+target] = len(faults)
 		}
 		faults = append(faults, f)
@@ -61,6 +76,9 @@ func faultNames(faults []Fault) []string {
 	var names []string
 	for _, f := range faults {
 		name := f.Kind + " " + f.Target
+		if f.Kind == history.NemClockJump && f.Detail != "" {
+			name += " " + f.Detail
+		}
 		if f.Failpoint != "" {
 			name += " at failpoint " + f.Failpoint
 		}
@@ -77,6 +95,47 @@ func faultPhrase(f Fault) string {
 		return "while " + f.Target + " was paused"
 	case history.NemKill:
 		return "after " + f.Target + " was killed"
+	case history.NemSwitchMaster:
+		return "after the failover to " + f.Target
+	case history.NemClockJump:
+		if f.Detail != "" {
+			return "after " + f.Target + "'s clock jumped " + f.Detail
+		}
+		return "after " + f.Target + "'s clock jumped"
 	}
 	return "during " + f.Kind + " of " + f.Target
+}
+
+// forgets tells whether a fault can make a node forget a key before its TTL
+// ran out: a forward clock jump expires it, a kill of a node that keeps
+// nothing on disk loses it. Pauses only delay.
+func forgets(f Fault) bool {
+	return f.Kind == history.NemKill || f.Kind == history.NemClockJump
+}
+
+// leaseFault picks, among the faults in force during a lease violation, the
+// one that explains it: a fault that made a node forget the earlier grant's
+// key, preferring a node that also granted the later one (the node both
+// majorities share), else the latest fault.
+func leaseFault(fs []Fault, v LeaseViolation) *Fault {
+	var onEarlier *Fault
+	for i := len(fs) - 1; i >= 0; i-- {
+		f := &fs[i]
+		if !forgets(*f) || !slices.Contains(v.Earlier.Nodes, f.Target) {
+			continue
+		}
+		if slices.Contains(v.Later.Nodes, f.Target) {
+			return f
+		}
+		if onEarlier == nil {
+			onEarlier = f
+		}
+	}
+	if onEarlier != nil {
+		return onEarlier
+	}
+	if len(fs) > 0 {
+		return &fs[len(fs)-1]
+	}
+	return nil
 }

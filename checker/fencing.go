@@ -3,6 +3,8 @@ package checker
 import (
 	"cmp"
 	"slices"
+
+	"github.com/lockcheck/lockcheck/history"
 )
 
 // Kinds of fence anomalies.
@@ -17,11 +19,12 @@ const (
 // after another grant completed (B.Invoke > A.OK, so A is certainly earlier)
 // with a lower fence is a regression; sweeping grants by invoke against a
 // pointer over grants by OK keeps the highest fence certainly before each.
-func checkFencing(keys []*keyFacts) Fencing {
+// An anomaly across a promotion is explained by it: see fenceCause.
+func checkFencing(keys []*keyFacts, faults []Fault) Fencing {
 	res := Fencing{Valid: true}
 	note := func(kind string, earlier, later Grant) {
 		if len(res.Anomalies) < maxEvidence {
-			res.Anomalies = append(res.Anomalies, FenceAnomaly{Kind: kind, Earlier: earlier, Later: later})
+			res.Anomalies = append(res.Anomalies, FenceAnomaly{Kind: kind, Earlier: earlier, Later: later, Cause: fenceCause(faults, earlier, later)})
 		}
 	}
 	for _, k := range keys {
@@ -69,4 +72,18 @@ func checkFencing(keys []*keyFacts) Fencing {
 	}
 	res.Valid = res.Duplicates == 0 && res.Regressions == 0
 	return res
+}
+
+// fenceCause explains a fence that went back when a replica was promoted
+// between the earlier grant's acquire and the later grant: the fence counter
+// lives on the master and replication is asynchronous, so the promoted
+// replica may never have seen the earlier INCR and hands its number out
+// again.
+func fenceCause(faults []Fault, earlier, later Grant) string {
+	for _, f := range faults {
+		if f.Kind == history.NemSwitchMaster && f.Start >= earlier.Invoke && f.Start <= later.OK {
+			return "INCR after failover: " + f.Target + " was promoted between the two grants without having seen the earlier INCR, so the fence counter went back"
+		}
+	}
+	return ""
 }

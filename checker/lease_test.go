@@ -158,3 +158,19 @@ func TestGrantBounds(t *testing.T) {
 
 	assert.Equal(t, h.Events[len(h.Events)-1].Time, g[2].BeliefEnd, "belief lasts to the end of the history")
 }
+
+// An extend that found the lease gone (the watchdog's renewal returned 0)
+// pushes nothing out: a grant after the original expiry is no violation.
+func TestLeaseSafetyRefusedExtendPushesNothing(t *testing.T) {
+	b := newBuilder("unfenced")
+	b.acquire(0, 0, 1, 1)
+	b.op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(false), TTLms: 100})
+	b.acquire(1, 150, 151, 2)
+	assert.Zero(t, b.check(t).Checks.LeaseSafety.Violations)
+
+	b = newBuilder("unfenced")
+	b.acquire(0, 0, 1, 1)
+	b.op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(true), TTLms: 100})
+	b.acquire(1, 150, 151, 2)
+	assert.Equal(t, 1, b.check(t).Checks.LeaseSafety.Violations, "an accepted extend keeps the lease live until 190 ms")
+}

@@ -26,7 +26,7 @@ var failpointWords = map[string]struct{ where, leaves string }{
 // latency, and the longest stretch with no grant on a key while some acquire
 // on it was in flight.
 func checkLiveness(f *facts) Liveness {
-	res := Liveness{AcquireFailed: f.acquireFailed, AcquireUnknown: f.acquireUnknown}
+	res := Liveness{AcquireFailed: f.acquireFailed, AcquireRefused: f.acquireRefused, AcquireUnknown: f.acquireUnknown}
 	var latencies []int64
 	for _, k := range f.keys {
 		res.AcquireAttempts += len(k.attempts)

@@ -79,8 +79,8 @@ func (x explainer) leaseViolation(v LeaseViolation) string {
 	if v.Earlier.CertainEnd <= x.r.Span.End {
 		s += " until " + x.at(v.Earlier.CertainEnd)
 	}
-	if fs := faultsDuring(x.r.Faults, v.Earlier.OK, v.Later.OK); len(fs) > 0 {
-		s += " (" + faultPhrase(fs[len(fs)-1]) + ")"
+	if f := leaseFault(faultsDuring(x.r.Faults, v.Earlier.OK, v.Later.OK), v); f != nil {
+		s += " (" + faultPhrase(*f) + ")"
 	}
 	return s
 }
@@ -180,7 +180,13 @@ func (x explainer) doubleOwnership(w Window) string {
 		if own != nil {
 			s += " " + faultPhrase(*own)
 		} else if len(fs) > 0 {
-			s += " " + faultPhrase(fs[0])
+			// A fault that made a node forget a key (a clock jump, a
+			// restart) explains a window better than one that only delayed.
+			f := fs[0]
+			if i := slices.IndexFunc(fs, forgets); i >= 0 {
+				f = fs[i]
+			}
+			s += " " + faultPhrase(f)
 		}
 	}
 	if !x.fenced && w.Unsafe > 0 {
@@ -223,11 +229,15 @@ func (x explainer) resourceAnomaly(a ResourceAnomaly) string {
 }
 
 func (x explainer) fenceAnomaly(a FenceAnomaly) string {
-	if a.Kind == FenceDuplicate {
-		return fmt.Sprintf("fence %d of %s was handed to both %s and %s (duplicate)", *a.Later.Fence, a.Later.Key, a.Earlier.Process, a.Later.Process)
+	why := a.Kind
+	if a.Cause != "" {
+		why += ", " + a.Cause
 	}
-	return fmt.Sprintf("%s got fence %d for %s at %s after %s had got fence %d (regression)",
-		a.Later.Process, *a.Later.Fence, a.Later.Key, x.at(a.Later.OK), a.Earlier.Process, *a.Earlier.Fence)
+	if a.Kind == FenceDuplicate {
+		return fmt.Sprintf("fence %d of %s was handed to both %s and %s (%s)", *a.Later.Fence, a.Later.Key, a.Earlier.Process, a.Later.Process, why)
+	}
+	return fmt.Sprintf("%s got fence %d for %s at %s after %s had got fence %d (%s)",
+		a.Later.Process, *a.Later.Fence, a.Later.Key, x.at(a.Later.OK), a.Earlier.Process, *a.Earlier.Fence, why)
 }
 
 // noAnomaly sums up a history that passed.

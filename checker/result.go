@@ -88,6 +88,9 @@ type Fault struct {
 	End       int64  `json:"end"`
 	Failpoint string `json:"failpoint,omitempty"`
 	Index     int64  `json:"index"` // history index of the start event
+	// Detail is what the fault did, where that matters to the story (the
+	// offset of a clock jump).
+	Detail string `json:"detail,omitempty"`
 }
 
 // Grant is one successful acquire, with the span in which its lease was
@@ -99,6 +102,8 @@ type Grant struct {
 	OK      int64           `json:"ok"`     // acquire ok time
 	Fence   *int64          `json:"fence,omitempty"`
 	TTLms   int64           `json:"ttl_ms"`
+	// Nodes granted it, for a lock won on several nodes (Redlock).
+	Nodes []string `json:"nodes,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
 	// extends, less the clock allowance) or the release invoke, whichever is
@@ -190,6 +195,9 @@ type FenceAnomaly struct {
 	Kind    string `json:"kind"` // regression or duplicate
 	Earlier Grant  `json:"earlier"`
 	Later   Grant  `json:"later"`
+	// Cause says why the fence went back, when the history shows it: a
+	// failover between the two grants (INCR after failover).
+	Cause string `json:"cause,omitempty"`
 }
 
 // Linearizability of the lock-protected read-modify-write history.
@@ -217,7 +225,8 @@ type Liveness struct {
 	AcquireP99Ms    float64 `json:"acquire_p99_ms"`
 	AcquireMaxMs    float64 `json:"acquire_max_ms"`
 	AcquireAttempts int     `json:"acquire_attempts"`
-	AcquireFailed   int     `json:"acquire_failed"` // the lock was busy
+	AcquireFailed   int     `json:"acquire_failed"`  // the lock was busy
+	AcquireRefused  int     `json:"acquire_refused"` // the service would not write at all (NOREPLICAS, READONLY)
 	AcquireUnknown  int     `json:"acquire_unknown"`
 }
 

@@ -67,6 +67,7 @@ type facts struct {
 	keys      []*keyFacts // sorted by key
 
 	acquireFailed  int
+	acquireRefused int
 	acquireUnknown int
 }
 
@@ -244,7 +245,9 @@ func (s *scanner) complete(e *history.Event) {
 	case history.FAcquire:
 		s.completeAcquire(ps, inv, e)
 	case history.FExtend:
-		if e.Type == history.OK && ps.grantKey != nil {
+		// An extend that found the lease no longer the client's (accepted
+		// false) pushes nothing out.
+		if e.Type == history.OK && ps.grantKey != nil && (e.Value == nil || e.Value.Accepted == nil || *e.Value.Accepted) {
 			g := &ps.grantKey.grants[ps.grantIdx]
 			ttl := ttlOf(e.Value, inv.Value, g.TTLms)
 			ps.expiry = max(ps.expiry, s.expiry(inv.Time, ttl))
@@ -279,7 +282,11 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	}
 	switch e.Type {
 	case history.Fail:
-		s.facts.acquireFailed++
+		if strings.HasPrefix(e.Error, history.RefusedPrefix) {
+			s.facts.acquireRefused++
+		} else {
+			s.facts.acquireFailed++
+		}
 		return
 	case history.Info:
 		s.facts.acquireUnknown++
@@ -291,7 +298,7 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence = e.Value.Fence
+		g.Fence, g.Nodes = e.Value.Fence, e.Value.Nodes
 	}
 	k.grants = append(k.grants, g)
 	ps.grantKey, ps.grantIdx = k, len(k.grants)-1

@@ -17,15 +17,16 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
-// The harness starts workers by running its own executable; in tests that
-// is the test binary, which becomes a worker here.
+// The harness starts workers and etcd members by running its own
+// executable; in tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if RunWorkerFromEnv() {
+	if RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
 		return
 	}
 	os.Exit(m.Run())
@@ -72,9 +73,10 @@ func processState(pid int) string {
 
 type nodeTargets struct{ nodes []*node }
 
-func (n nodeTargets) Holder() (nemesis.Client, bool) { return nil, false }
-func (n nodeTargets) Clients() []nemesis.Client      { return nil }
-func (n nodeTargets) Service() any                   { return nil }
+func (n nodeTargets) Holder() (nemesis.Client, bool)       { return nil, false }
+func (n nodeTargets) Clients() []nemesis.Client            { return nil }
+func (n nodeTargets) Service() any                         { return nil }
+func (n nodeTargets) Lookup(string) (nemesis.Target, bool) { return nil, false }
 func (n nodeTargets) Nodes() []nemesis.Target {
 	out := make([]nemesis.Target, len(n.nodes))
 	for i, x := range n.nodes {

@@ -60,6 +60,12 @@ const (
 // allocate picks free loopback ports and directories for every node of a
 // topology, so each node's command line can name the others.
 func allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, error) {
+	// A node runs in its directory and is told where it is (redis-server's
+	// --dir): a relative path would be resolved twice.
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
 	eps := make([]backends.Endpoint, len(specs))
 	for i, s := range specs {
 		ports := max(s.Ports, 1)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,8 +39,11 @@ type Config struct {
 	Limit    time.Duration
 	Pause    time.Duration
 	Interval time.Duration // between nemesis steps
-	Think    string
-	Retry    time.Duration
+	// Script, if set, replaces the seeded fault schedule with an exact
+	// timeline (a scenario).
+	Script []nemesis.Action
+	Think  string
+	Retry  time.Duration
 	// OpTimeout bounds each operation of a client.
 	OpTimeout time.Duration
 	// Executable is the lockcheck binary started as workers; os.Executable
@@ -76,8 +80,14 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if _, err := workloads.ParseRange(cfg.Think); err != nil {
 		return b, fmt.Errorf("--think: %w", err)
 	}
-	if _, err := nemesis.Parse(joinFaults(cfg.Run.Nemesis)); err != nil {
-		return b, err
+	if cfg.Script == nil { // a script names its actions, not faults
+		if _, err := nemesis.Parse(joinFaults(cfg.Run.Nemesis)); err != nil {
+			return b, err
+		}
+	}
+	if slices.Contains(cfg.Run.Nemesis, "pause-leader") && b.Control == nil {
+		// Only a service that elects a leader can name one to pause.
+		return b, fmt.Errorf("--nemesis pause-leader: backend %s has no leader to pause; use it with --backend etcd", cfg.Run.Backend)
 	}
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
@@ -191,9 +201,23 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if backend.Control != nil {
 		f.control = backend.Control(eps)
 	}
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		if w, ok := f.control.(serviceWatcher); ok {
+			if err := w.Watch(watchCtx, f.recordNemesis); err != nil {
+				log.Warn("watching the lock service", "err", err)
+			}
+		}
+	}()
+	// The watcher records into the history, so it stops before the run's
+	// last event (also when Run returns early).
+	defer func() { stopWatching(); <-watchDone }()
 	f.base = workloads.WorkerConfig{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
-		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(),
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(), FenceSource: cfg.Run.FenceSource,
+		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
 	}
 	for i := 0; i < cfg.Run.Clients; i++ {
 		if err := f.spawn(i, history.Process(i)); err != nil {
@@ -207,11 +231,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	nemCtx, stopNemesis := context.WithCancel(ctx)
 	nemDone := make(chan error, 1)
 	go func() {
-		steps := nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
-		nemDone <- nemesis.Run(nemCtx, steps, start, nemesis.Env{
-			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause,
+		env := nemesis.Env{
+			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL,
 			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Params: cfg.Run.Params,
-		})
+		}
+		if cfg.Script != nil {
+			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
+			return
+		}
+		steps := nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
+		nemDone <- nemesis.Run(nemCtx, steps, start, env)
 	}()
 
 	out.Interrupted = !f.waitLimit(ctx, start)
@@ -221,12 +250,22 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)
 	f.inspect(spec)
+	stopWatching()
+	<-watchDone
 	detail := ""
 	if out.Interrupted {
 		detail = "interrupted"
 	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
 	return out, h.Close()
+}
+
+// serviceWatcher is a backend's control handle that reports what the
+// service does on its own while the test runs (a Sentinel promoting a
+// replica, a node changing role); each report is a nemesis event, so the
+// report shows who led when, whatever caused the change.
+type serviceWatcher interface {
+	Watch(ctx context.Context, record func(verb string, v history.Value)) error
 }
 
 // fleet is the set of worker processes; it is the nemesis's view of the
@@ -441,6 +480,24 @@ func (f *fleet) Clients() []nemesis.Client {
 		}
 	}
 	return out
+}
+
+// Lookup implements nemesis.Targets: nodes by name, clients as c<slot>.
+func (f *fleet) Lookup(name string) (nemesis.Target, bool) {
+	for _, n := range f.nodes {
+		if n.Name() == name {
+			return n, true
+		}
+	}
+	var slot int
+	if _, err := fmt.Sscanf(name, "c%d", &slot); err == nil && fmt.Sprintf("c%d", slot) == name {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if slot >= 0 && slot < len(f.slots) && f.slots[slot] != nil {
+			return f.slots[slot], true
+		}
+	}
+	return nil, false
 }
 
 // Service implements nemesis.Targets.

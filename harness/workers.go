@@ -110,7 +110,13 @@ func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
 		return nil, nemesis.ErrMissed
 	case <-ctx.Done():
 		forget()
-		// If the worker parked meanwhile, observe lets it go on.
+		// If the worker parks from now on, observe lets it go on. If it
+		// parked just as we gave up, nobody else will.
+		select {
+		case <-pw.parked:
+			w.send(workloads.CmdGo)
+		default:
+		}
 		w.send(workloads.CmdDisarm + " " + failpoint)
 		return nil, ctx.Err()
 	}
@@ -140,7 +146,7 @@ func (w *worker) observe(m workloads.Message) *history.Event {
 		w.pending = e
 		if e.F == history.FRelease {
 			delete(w.holding, e.Key)
-			w.missWaiter()
+			w.missHeldWaiter()
 		}
 	case e.Type == history.OK && e.F == history.FAcquire:
 		w.pending = nil
@@ -149,11 +155,20 @@ func (w *worker) observe(m workloads.Message) *history.Event {
 		// The process is retired: it no longer acts on anything it held.
 		w.pending = nil
 		clear(w.holding)
-		w.missWaiter()
+		w.missHeldWaiter()
 	default:
 		w.pending = nil
 	}
 	return e
+}
+
+// missHeldWaiter tells a waiter that the client left its hold without
+// reaching the failpoint, unless the waiter aims before the next acquire:
+// a client that lets its lock go is on its way there.
+func (w *worker) missHeldWaiter() {
+	if w.waiter != nil && w.waiter.failpoint != workloads.FailpointBeforeAcquire {
+		w.missWaiter()
+	}
 }
 
 func (w *worker) missWaiter() {

@@ -91,15 +91,18 @@ type Event struct {
 //
 //   - acquire ok: Token, Fence (absent when the backend hands out none),
 //     TTLms (the lease length the backend promises), Deadline (the client's own
-//     validity deadline, CLOCK_MONOTONIC ns).
+//     validity deadline, CLOCK_MONOTONIC ns), Nodes (for a lock won on
+//     several nodes, the nodes that granted it).
 //   - extend invoke/ok: Token, TTLms.
-//   - release invoke: Token.
+//   - release invoke: Token, and Detail "lease lost" when the client noticed
+//     that its lease was gone (an etcd session that expired) before releasing.
 //   - read ok: Value (the resource's value).
 //   - write invoke: Value (the value written), Read (the value it was computed
 //     from), Fence (the fence the client holds), Req (the request id the
 //     resource logs).
 //   - write ok: Accepted, Prev (the resource's value before the write).
-//   - nemesis events: Target, PID, DurationMs, Failpoint, Detail.
+//   - nemesis events: Target, PID, DurationMs, Failpoint, Detail; clock
+//     events also OffsetMs.
 type Value struct {
 	Token      string `json:"token,omitempty"`
 	Fence      *int64 `json:"fence,omitempty"`
@@ -115,6 +118,11 @@ type Value struct {
 	DurationMs int64  `json:"duration_ms,omitempty"`
 	Failpoint  string `json:"failpoint,omitempty"`
 	Detail     string `json:"detail,omitempty"`
+	// Nodes are the nodes that granted a multi-node lock (Redlock).
+	Nodes []string `json:"nodes,omitempty"`
+	// OffsetMs is a node's wall clock offset from the host's, as read back
+	// from the node after a clock fault moved it.
+	OffsetMs *int64 `json:"offset_ms,omitempty"`
 }
 
 // Int64 returns a pointer to n, for the optional numeric fields of Value.
@@ -153,9 +161,20 @@ type RunConfig struct {
 	Think          string            `json:"think,omitempty"`
 	CommandLine    []string          `json:"command_line,omitempty"`
 	Versions       map[string]string `json:"versions,omitempty"`
+	// Scenario describes the incident a scripted run reproduces.
+	Scenario *ScenarioInfo `json:"scenario,omitempty"`
 	// Params are backend- and fault-specific settings (Sentinel timings,
 	// clock skew, ...), as the flags set them.
 	Params map[string]string `json:"params,omitempty"`
+}
+
+// ScenarioInfo names a scenario and says, in the terms of the account it
+// reproduces, what it shows.
+type ScenarioInfo struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Source  string `json:"source,omitempty"`
+	Explain string `json:"explain,omitempty"`
 }
 
 // Fenced reports whether the workload's resource refuses stale fences.
@@ -171,4 +190,9 @@ const (
 	NemRunEnd    = "run-end"   // the workload stopped; last event of a finished run
 	NemInspect   = "inspect"   // an observation of the lock service at the end of the run
 	NemFailpoint = "failpoint" // a client reached an armed failpoint (Target, Failpoint)
+	// NemClockJump moves Target's wall clock: Detail is the offset set
+	// ("+20s", or a strobe), OffsetMs the offset read back from the node.
+	NemClockJump = "clock-jump"
+	// NemClockReset puts Target's wall clock back (Detail "reset").
+	NemClockReset = "clock-reset"
 )

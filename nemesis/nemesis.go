@@ -44,6 +44,10 @@ type Targets interface {
 	Holder() (Client, bool)
 	Clients() []Client
 	Nodes() []Target
+	// Lookup finds a target by name: a node (redis-0) or a client by its
+	// first process number (c0 is the worker that started as process 0,
+	// whatever process number it has now).
+	Lookup(name string) (Target, bool)
 	// Service is the backend's own handle on the service (who leads now,
 	// ...), or nil. Faults ask it for the methods they need.
 	Service() any
@@ -71,6 +75,9 @@ type Env struct {
 	Rand   *rand.Rand
 	// Pause is how long a pause lasts.
 	Pause time.Duration
+	// TTL is the lease length of the lock under test, for faults that must
+	// act within one lease.
+	TTL time.Duration
 	// Failpoints are the moments inside the backend's own operations that
 	// kill-client can aim at (for example between SETNX and EXPIRE).
 	Failpoints []string

@@ -33,10 +33,15 @@ type reportView struct {
 	VerdictClass string
 	Reason       string
 	Header       []kv
+	Reproduce    string // the command line that runs the same test again
+	Versions     []kv   // the servers' and lockcheck's versions
 	Config       []kv
 	Checks       []checkView
 	Faults       tableView
 	Timeline     *timeline
+	Charts       *charts
+	CSP          string
+	Script       template.JS
 }
 
 type kv struct{ Key, Value string }
@@ -47,7 +52,10 @@ type checkView struct {
 	Mark                             string // id of the check's own spot in the timeline, if any
 	Numbers                          []kv
 	Table                            *tableView
+	Extra                            *link // a file beside the report that shows more
 }
+
+type link struct{ Href, Text string }
 
 type tableView struct {
 	Headers []string
@@ -63,11 +71,13 @@ type rowView struct {
 	Cells    []string
 }
 
-func writeReport(w io.Writer, h *history.History, res *checker.Result) error {
-	return reportTemplate.Execute(w, newReportView(h, res))
+// writeReport writes report.html. linVis names porcupine's visualization
+// written beside the report, or is empty when there is none.
+func writeReport(w io.Writer, h *history.History, res *checker.Result, linVis string) error {
+	return reportTemplate.Execute(w, newReportView(h, res, linVis))
 }
 
-func newReportView(h *history.History, res *checker.Result) *reportView {
+func newReportView(h *history.History, res *checker.Result, linVis string) *reportView {
 	cfg := h.Header.Config
 	span := spanOf(h, res)
 	t0 := span.Start
@@ -80,6 +90,11 @@ func newReportView(h *history.History, res *checker.Result) *reportView {
 		Config:       fieldRows(cfg, t0),
 		Faults:       faultTable(res.Faults, t0),
 		Timeline:     newTimeline(h, res, span),
+		Charts:       newCharts(h, res, span),
+		Reproduce:    shellJoin(cfg.CommandLine),
+		Versions:     versionRows(cfg.Versions),
+		CSP:          contentPolicy(reportScriptText),
+		Script:       reportScript,
 	}
 	if h.Header.Started != "" {
 		v.Header = append(v.Header, kv{"started", h.Header.Started})
@@ -109,9 +124,14 @@ func newReportView(h *history.History, res *checker.Result) *reportView {
 	if res.Checks.Linearizability.Window != nil {
 		marks["linearizability"] = "tl-linearizability"
 	}
+	extras := map[string]*link{}
+	if linVis != "" {
+		extras["linearizability"] = &link{Href: linVis, Text: "porcupine's visualization of the window around it"}
+	}
 	for _, st := range checkStatuses(cfg, res, t0) {
 		v.Checks = append(v.Checks, checkView{
-			Key: st.Key, Title: st.Title, Word: st.Outcome.word(), Class: st.Outcome.class(),
+			Extra: extras[st.Key],
+			Key:   st.Key, Title: st.Title, Word: st.Outcome.word(), Class: st.Outcome.class(),
 			Message: st.Message,
 			Summary: st.Numbers,
 			Mark:    marks[st.Key],
@@ -120,6 +140,19 @@ func newReportView(h *history.History, res *checker.Result) *reportView {
 		})
 	}
 	return v
+}
+
+// versionRows lists the servers' versions the run recorded, then the
+// lockcheck that wrote the page.
+func versionRows(versions map[string]string) []kv {
+	var rows []kv
+	for _, k := range sortedKeys(versions) {
+		rows = append(rows, kv{k, versions[k]})
+	}
+	if _, ok := versions["lockcheck"]; !ok {
+		rows = append(rows, kv{"lockcheck (this report)", lockcheckVersion()})
+	}
+	return rows
 }
 
 func verdictClass(v checker.Validity) string {

@@ -21,7 +21,10 @@ const (
 	ResultsFile  = "results.json"
 	ReportFile   = "report.html"
 	JUnitFile    = "junit.xml"
-	LogsDir      = "logs"
+	// LinearizabilityFile is porcupine's visualization of a linearizability
+	// failure, beside the report that links it.
+	LinearizabilityFile = "linearizability.html"
+	LogsDir             = "logs"
 	// LatestLink is the symlink in the output folder that names the newest run.
 	LatestLink = "latest"
 )

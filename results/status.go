@@ -152,11 +152,21 @@ func fencingStatus(f *checker.Fencing, t0 int64) checkStatus {
 	}
 	s.Outcome = fail
 	s.Message = fmt.Sprintf("Fences did not rise with the order of grants: %s.", s.Numbers)
+	for _, a := range f.Anomalies {
+		if a.Cause != "" {
+			s.Message += " This is INCR after failover: the fence counter lives on the master, and a promoted replica that had not seen its last INCRs handed their numbers out again."
+			break
+		}
+	}
 	s.Details = capLines(len(f.Anomalies), func(i int) string {
 		a := f.Anomalies[i]
-		return fmt.Sprintf("%s: %s was granted fence %s at %s after %s got fence %s at %s",
+		line := fmt.Sprintf("%s: %s was granted fence %s at %s after %s got fence %s at %s",
 			a.Kind, a.Later.Process, fmtFence(a.Later.Fence), relSec(a.Later.OK, t0),
 			a.Earlier.Process, fmtFence(a.Earlier.Fence), relSec(a.Earlier.OK, t0))
+		if a.Cause != "" {
+			line += " (" + a.Cause + ")"
+		}
+		return line
 	})
 	return s
 }
@@ -190,6 +200,10 @@ func livenessStatus(l *checker.Liveness, t0 int64) checkStatus {
 	s := checkStatus{Key: "liveness", Title: "liveness"}
 	s.Numbers = fmt.Sprintf("%s (%.1f/s), longest stall %s ms, acquire p50 %s ms, p99 %s ms",
 		plural(l.Grants, "grant"), l.GrantsPerSec, fmtMs(l.LongestStallMs), fmtMs(l.AcquireP50Ms), fmtMs(l.AcquireP99Ms))
+	if l.AcquireRefused > 0 {
+		// A mitigation at work (min-replicas-to-write) shows as refusals.
+		s.Numbers += fmt.Sprintf(", %s refused by the service", plural(l.AcquireRefused, "acquire"))
+	}
 	if l.Stall != nil {
 		s.Details = []string{fmt.Sprintf("longest stall from %s to %s", relSec(l.Stall.Start, t0), relSec(l.Stall.End, t0))}
 	}

@@ -3,8 +3,10 @@ package results
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
@@ -30,33 +32,47 @@ const (
 // lanes, bands across all lanes, grid, bars, marks, text.
 type timeline struct {
 	Width, Height float64
-	Lanes         []lane
-	Bands         []shape
-	Grid          []shape
-	Bars          []shape
-	Marks         []shape
-	Texts         []label
-	Notes         []string // what was merged or left out, so the page says so
-	Stall         string   // the liveness stall and its reason, shown under the drawing
+	// PlotX and PlotW place the plot in the drawing, SpanSec is the run's
+	// length; the script needs them to zoom.
+	PlotX, PlotW, SpanSec float64
+	PlotY, PlotH, AxisY   float64
+	Lanes                 []lane
+	Bands                 []shape
+	Grid                  []shape // the axis and its ticks; the script redraws them on zoom
+	Ticks                 []label
+	Bars                  []shape
+	Marks                 []shape
+	Texts                 []label
+	Notes                 []string // what was merged or left out, so the page says so
+	Stall                 string   // the liveness stall and its reason, shown under the drawing
 }
 
 type lane struct {
 	Label string
+	Kind  string // "nemesis", "node" or "client": the page counts lanes by it
 	Y, H  float64
 	TextY float64
 	Alt   bool // shaded, so the eye can follow a lane across a wide run
 }
 
-// shape is a rect (X, Y, W, H) or a path (D). ID makes it a link target for
-// the tables; Href links it back to its table row.
+// shape is a rect (X, Y, W, H) or a path (D, drawn around x = 0 and moved
+// to X). ID makes it a link target for the tables; Href links it back to its
+// table row. A and B are its start and end in seconds since the span start:
+// the page's script redraws the drawing from them when it zooms and pans.
 type shape struct {
 	ID, Href, Class, Title, D string
 	X, Y, W, H                float64
+	A, B                      float64
+	Timed                     bool // A and B are set; lanes and the axis have no time
 }
 
+// label is a text in the drawing. A timed label sits at A and shows only
+// while [A, B] is at least W pixels wide.
 type label struct {
 	X, Y        float64
 	Text, Class string
+	A, B, W     float64
+	Timed       bool
 }
 
 // builder holds what drawing needs beyond the timeline itself.
@@ -67,6 +83,7 @@ type builder struct {
 	plotH         float64
 	nsPerPx       float64
 	laneOf        map[history.Process]int
+	nodeLane      map[string]int
 	lastBar       map[barKey]int // index in tl.Bars of a lane's latest bar of a class
 	markAt        map[markKey]bool
 	beliefs, bars int
@@ -88,21 +105,27 @@ func newTimeline(h *history.History, res *checker.Result, span checker.Interval)
 	dur := span.End - span.Start
 	plotW := math.Min(maxPlotW, math.Max(minPlotW, float64(dur)/1e9*pxPerSec))
 	procs := processes(h, res)
+	nodes := nodeNames(h)
 	b := &builder{
-		tl:      &timeline{Width: labelW + plotW + rightPad},
-		t0:      span.Start,
-		plotW:   plotW,
-		plotY:   topPad,
-		plotH:   float64(len(procs)+1) * pitch,
-		nsPerPx: float64(dur) / plotW,
-		laneOf:  map[history.Process]int{history.Nemesis: 0},
-		lastBar: map[barKey]int{},
-		markAt:  map[markKey]bool{},
+		tl: &timeline{Width: labelW + plotW + rightPad, PlotX: labelW, PlotW: plotW,
+			SpanSec: float64(dur) / 1e9, PlotY: topPad},
+		t0:       span.Start,
+		plotW:    plotW,
+		plotY:    topPad,
+		plotH:    float64(1+len(nodes)+len(procs)) * pitch,
+		nsPerPx:  float64(dur) / plotW,
+		laneOf:   map[history.Process]int{history.Nemesis: 0},
+		nodeLane: map[string]int{},
+		lastBar:  map[barKey]int{},
+		markAt:   map[markKey]bool{},
 	}
-	b.tl.Height = b.plotY + b.plotH + axisH
-	b.lanes(procs)
+	b.tl.PlotH = b.plotH
+	b.tl.AxisY = b.plotY + b.plotH
+	b.tl.Height = b.tl.AxisY + axisH
+	b.lanes(nodes, procs)
 	b.axis(dur)
 	b.faults(res.Faults)
+	b.nodeStates(h, span.End)
 	b.history(h, span.End)
 	b.windows(res.Checks.DoubleOwnership.List)
 	b.leaseViolations(res.Checks.LeaseSafety.Evidence)
@@ -169,16 +192,33 @@ func (b *builder) midY(l int) float64 { return b.laneY(l) + pitch/2 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }
 
-func (b *builder) lanes(procs []history.Process) {
-	names := []string{history.Nemesis.String()}
-	for i, p := range procs {
-		b.laneOf[p] = i + 1
-		names = append(names, p.String())
+// lanes lays out the nemesis lane, a lane per node, then a lane per client
+// process.
+func (b *builder) lanes(nodes []string, procs []history.Process) {
+	type named struct{ label, kind string }
+	all := []named{{history.Nemesis.String(), "nemesis"}}
+	for _, n := range nodes {
+		b.nodeLane[n] = len(all)
+		all = append(all, named{n, "node"})
 	}
-	for i, name := range names {
+	for _, p := range procs {
+		b.laneOf[p] = len(all)
+		all = append(all, named{p.String(), "client"})
+	}
+	for i, n := range all {
 		y := b.laneY(i)
-		b.tl.Lanes = append(b.tl.Lanes, lane{Label: name, Y: y, H: pitch, TextY: y + pitch/2 + 4, Alt: i%2 == 1})
+		b.tl.Lanes = append(b.tl.Lanes, lane{Label: n.label, Kind: n.kind, Y: y, H: pitch, TextY: y + pitch/2 + 4, Alt: i%2 == 1})
 	}
+}
+
+// secs is a CLOCK_MONOTONIC time as seconds since the span start, to the
+// microsecond: what the script positions shapes by.
+func (b *builder) secs(ns int64) float64 { return math.Round(float64(ns-b.t0)/1e3) / 1e6 }
+
+// timed sets a shape's time span.
+func (b *builder) timed(s shape, start, end int64) shape {
+	s.A, s.B, s.Timed = b.secs(start), b.secs(end), true
+	return s
 }
 
 // axis draws seconds since the span start, with a tick about every 100 px.
@@ -196,7 +236,7 @@ func (b *builder) axis(dur int64) {
 		b.tl.Grid = append(b.tl.Grid,
 			shape{Class: "grid", D: fmt.Sprintf("M%.1f %.1fV%.1f", x, b.plotY, axisY)},
 			shape{Class: "axis", D: fmt.Sprintf("M%.1f %.1fv4", x, axisY)})
-		b.tl.Texts = append(b.tl.Texts, label{X: x, Y: axisY + 16, Class: "tick", Text: strconv.FormatFloat(sec, 'f', decimals, 64) + " s"})
+		b.tl.Ticks = append(b.tl.Ticks, label{X: x, Y: axisY + 16, Class: "tick", Text: strconv.FormatFloat(sec, 'f', decimals, 64) + " s"})
 	}
 }
 
@@ -217,8 +257,8 @@ func niceStep(raw float64) float64 {
 // band shades [start, end] across every lane.
 func (b *builder) band(id, href, class string, start, end int64, title string) {
 	x0, x1 := b.x(start), b.x(end)
-	b.tl.Bands = append(b.tl.Bands, shape{ID: id, Href: href, Class: class, Title: title,
-		X: x0, Y: b.plotY, W: math.Max(2, x1-x0), H: b.plotH})
+	b.tl.Bands = append(b.tl.Bands, b.timed(shape{ID: id, Href: href, Class: class, Title: title,
+		X: x0, Y: b.plotY, W: round1(math.Max(2, x1-x0)), H: b.plotH}, start, end))
 }
 
 // bar draws [start, end] in a lane. Bars of one class closer than a pixel to
@@ -230,12 +270,13 @@ func (b *builder) bar(l int, class string, start, end int64, title func() string
 		last := &b.tl.Bars[i]
 		if x0 <= last.X+last.W+1 {
 			last.W = round1(math.Max(last.W, x1-last.X))
+			last.B = math.Max(last.B, b.secs(end))
 			return
 		}
 	}
 	b.lastBar[key] = len(b.tl.Bars)
-	b.tl.Bars = append(b.tl.Bars, shape{Class: class, Title: title(),
-		X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: math.Max(1, x1-x0), H: barH})
+	b.tl.Bars = append(b.tl.Bars, b.timed(shape{Class: class, Title: title(),
+		X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: round1(math.Max(1, x1-x0)), H: barH}, start, end))
 }
 
 func (b *builder) faults(fs []checker.Fault) {
@@ -254,12 +295,9 @@ func (b *builder) faults(fs []checker.Fault) {
 		}
 		b.band("", "", class, f.Start, end, title)
 		x0, x1 := b.x(f.Start), b.x(end)
-		b.tl.Bars = append(b.tl.Bars, shape{ID: markID("fault", i), Href: "#" + rowID("fault", i), Class: class + " nem",
-			Title: title, X: x0, Y: b.laneY(0) + (pitch-barH)/2, W: math.Max(2, x1-x0), H: barH})
-		text := f.Kind + " " + f.Target
-		if x1-x0 >= 6*float64(len(text)) {
-			b.tl.Texts = append(b.tl.Texts, label{X: x0 + 3, Y: b.midY(0) + 3.5, Class: "nem-label", Text: text})
-		}
+		b.tl.Bars = append(b.tl.Bars, b.timed(shape{ID: markID("fault", i), Href: "#" + rowID("fault", i), Class: class + " nem",
+			Title: title, X: x0, Y: b.laneY(0) + (pitch-barH)/2, W: round1(math.Max(2, x1-x0)), H: barH}, f.Start, end))
+		b.label(x0, x1, b.midY(0)+3.5, "nem-label", f.Kind+" "+f.Target, f.Start, end)
 	}
 }
 
@@ -383,7 +421,25 @@ func (b *builder) write(e *history.Event, sent *history.Value) {
 	if e.Error != "" {
 		title += " (" + e.Error + ")"
 	}
-	b.tl.Marks = append(b.tl.Marks, shape{Class: class, Title: title, D: shapeD(x, b.midY(l), markR)})
+	b.mark(shape{Class: class, Title: title}, shapeD, x, b.midY(l), markR, e.Time)
+}
+
+// mark places a mark drawn by shapeD, of radius r, at (x, y) and time t.
+func (b *builder) mark(s shape, shapeD func(x, y, r float64) string, x, y, r float64, t int64) {
+	s.D, s.X = shapeD(0, y, r), x
+	b.tl.Marks = append(b.tl.Marks, b.timed(s, t, t))
+}
+
+// label writes text at the start of [start, end] in a lane. It is hidden
+// while the span is too narrow for it; the script shows it once the user
+// zooms in far enough.
+func (b *builder) label(x0, x1, y float64, class, text string, start, end int64) {
+	l := label{X: x0 + 3, Y: y, Class: class, Text: text, A: b.secs(start), B: b.secs(end),
+		W: 6*float64(len([]rune(text))) + 4, Timed: true}
+	if x1-x0 < l.W {
+		l.Class += " hidden"
+	}
+	b.tl.Texts = append(b.tl.Texts, l)
 }
 
 func (b *builder) windows(ws []checker.Window) {
@@ -397,8 +453,8 @@ func (b *builder) windows(ws []checker.Window) {
 		for _, p := range w.Processes {
 			l := b.laneOf[p]
 			x0, x1 := b.x(w.Start), b.x(w.End)
-			b.tl.Bars = append(b.tl.Bars, shape{Class: "window-lane", Title: title,
-				X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: math.Max(2, x1-x0), H: barH})
+			b.tl.Bars = append(b.tl.Bars, b.timed(shape{Class: "window-lane", Title: title,
+				X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: round1(math.Max(2, x1-x0)), H: barH}, w.Start, w.End))
 		}
 	}
 }
@@ -414,10 +470,11 @@ func (b *builder) leaseViolations(ev []checker.LeaseViolation) {
 		from, to := b.midY(b.laneOf[v.Earlier.Process]), b.midY(b.laneOf[v.Later.Process])
 		title := fmt.Sprintf("%s was granted %q at %s while %s's lease was certainly live until %s", v.Later.Process, v.Key,
 			relSec(v.Later.OK, b.t0), v.Earlier.Process, relSec(v.Earlier.CertainEnd, b.t0))
-		b.tl.Marks = append(b.tl.Marks,
-			shape{Class: "violation-link", D: fmt.Sprintf("M%.1f %.1fV%.1f", x, from, to)},
-			shape{ID: markID("lease_safety", i), Href: "#" + rowID("lease_safety", i), Class: "violation", Title: title,
-				D: triangle(x, to, markR+2)})
+		b.mark(shape{Class: "violation-link"}, func(x, _, _ float64) string {
+			return fmt.Sprintf("M%.1f %.1fV%.1f", x, from, to)
+		}, x, 0, 0, v.Later.OK)
+		b.mark(shape{ID: markID("lease_safety", i), Href: "#" + rowID("lease_safety", i), Class: "violation", Title: title},
+			triangle, x, to, markR+2, v.Later.OK)
 	}
 }
 
@@ -428,8 +485,8 @@ func (b *builder) fenceAnomalies(as []checker.FenceAnomaly) {
 		}
 		title := fmt.Sprintf("fence %s: %s got fence %s at %s after %s got fence %s", a.Kind, a.Later.Process,
 			fmtFence(a.Later.Fence), relSec(a.Later.OK, b.t0), a.Earlier.Process, fmtFence(a.Earlier.Fence))
-		b.tl.Marks = append(b.tl.Marks, shape{ID: markID("fencing", i), Href: "#" + rowID("fencing", i), Class: "fence-anomaly",
-			Title: title, D: diamond(b.x(a.Later.OK), b.midY(b.laneOf[a.Later.Process]), markR+2)})
+		b.mark(shape{ID: markID("fencing", i), Href: "#" + rowID("fencing", i), Class: "fence-anomaly", Title: title},
+			diamond, b.x(a.Later.OK), b.midY(b.laneOf[a.Later.Process]), markR+2, a.Later.OK)
 	}
 }
 
@@ -446,8 +503,8 @@ func (b *builder) resourceAnomalies(as []checker.ResourceAnomaly) {
 		}
 		title := fmt.Sprintf("%s: %s wrote %d to %q at %s (read %d, resource held %d, fence %s, highest %s)", a.Kind, a.Process,
 			a.Value, a.Key, relSec(a.Time, b.t0), a.Read, a.Prev, fmtFence(a.Fence), fmtFence(a.Highest))
-		b.tl.Marks = append(b.tl.Marks, shape{ID: markID("resource", i), Href: "#" + rowID("resource", i), Class: class,
-			Title: title, D: shapeD(b.x(a.Time), b.midY(b.laneOf[a.Process]), markR+2)})
+		b.mark(shape{ID: markID("resource", i), Href: "#" + rowID("resource", i), Class: class, Title: title},
+			shapeD, b.x(a.Time), b.midY(b.laneOf[a.Process]), markR+2, a.Time)
 	}
 }
 
@@ -483,4 +540,178 @@ func triangle(x, y, r float64) string {
 
 func diamond(x, y, r float64) string {
 	return fmt.Sprintf("M%.1f %.1fl%g %gl-%g %gl-%g -%gz", x, y-r, r, r, r, r, r, r)
+}
+
+// clientName is how a client process names itself as a nemesis target.
+var clientName = regexp.MustCompile(`^c[0-9]+$`)
+
+// nodeNames lists the lock service's nodes the nemesis acted on: targets of
+// nemesis events that are neither a client process nor a lock key.
+func nodeNames(h *history.History) []string {
+	keys := map[string]bool{}
+	for i := range h.Events {
+		if k := h.Events[i].Key; k != "" {
+			keys[k] = true
+		}
+	}
+	seen := map[string]bool{}
+	var nodes []string
+	for i := range h.Events {
+		e := &h.Events[i]
+		if e.Process != history.Nemesis || e.Value == nil || observesOnly(e.F) {
+			continue
+		}
+		t := e.Value.Target
+		if t == "" || keys[t] || clientName.MatchString(t) || seen[t] {
+			continue
+		}
+		seen[t] = true
+		nodes = append(nodes, t)
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+// observesOnly is a nemesis verb that records something without acting on
+// a node.
+func observesOnly(verb string) bool {
+	return verb == history.NemRunEnd || verb == history.NemInspect || verb == history.NemFailpoint
+}
+
+// nodeEventKind sorts a nemesis verb that targets a node by what it says
+// about the node's state. Faults of other backends add verbs over time: a
+// clock verb (clock-jump, clock-reset, ...) carries the offset in Detail, a
+// role verb the role, and a verb this does not know is drawn as a point
+// with its details.
+func nodeEventKind(verb string) string {
+	switch {
+	case verb == history.NemPause, verb == history.NemResume, verb == history.NemKill, verb == history.NemStart,
+		verb == history.NemSwitchMaster, verb == history.NemRole:
+		return verb
+	case strings.Contains(verb, "clock"), strings.Contains(verb, "skew"):
+		return "clock"
+	case strings.Contains(verb, "leader"), strings.Contains(verb, "promot"):
+		return history.NemRole
+	}
+	return "point"
+}
+
+// zeroOffset is a clock detail that puts a node's clock back.
+var zeroOffset = regexp.MustCompile(`^[+-]?0*(\.0*)?[a-z]*$|^reset`)
+
+// nodeStates draws each node's lane: a thin line while it is up, and bars
+// while it is paused or killed, its clock is off, or it holds a role
+// (master, leader), from the nemesis events that name it.
+func (b *builder) nodeStates(h *history.History, end int64) {
+	if len(b.nodeLane) == 0 {
+		return
+	}
+	type open struct {
+		start int64
+		text  string
+	}
+	state := map[string]map[string]open{} // node -> bar class -> since
+	closeBar := func(node, class string, t int64) {
+		o, ok := state[node][class]
+		if !ok {
+			return
+		}
+		delete(state[node], class)
+		b.nodeBar(node, class, o.start, t, o.text)
+	}
+	openBar := func(node, class string, t int64, text string) {
+		if state[node] == nil {
+			state[node] = map[string]open{}
+		}
+		state[node][class] = open{t, text}
+	}
+	for _, n := range sortedKeys(b.nodeLane) {
+		l := b.nodeLane[n]
+		x0, x1 := b.x(b.t0), b.x(end)
+		b.tl.Bars = append(b.tl.Bars, b.timed(shape{Class: "node-up", Title: n + " up unless marked otherwise",
+			X: x0, Y: b.midY(l) - 1, W: round1(x1 - x0), H: 2}, b.t0, end))
+	}
+	for i := range h.Events {
+		e := &h.Events[i]
+		if e.Process != history.Nemesis || e.Value == nil {
+			continue
+		}
+		node := e.Value.Target
+		if _, ok := b.nodeLane[node]; !ok || observesOnly(e.F) {
+			continue
+		}
+		detail := e.Value.Detail
+		switch nodeEventKind(e.F) {
+		case history.NemPause:
+			openBar(node, "node-paused", e.Time, "paused")
+		case history.NemResume:
+			closeBar(node, "node-paused", e.Time)
+		case history.NemKill:
+			openBar(node, "node-killed", e.Time, "killed")
+		case history.NemStart:
+			closeBar(node, "node-killed", e.Time)
+			if detail != "" {
+				b.nodePoint(node, e, "restarted: "+detail)
+			}
+		case "clock":
+			closeBar(node, "node-clock", e.Time)
+			// Detail is "+20s", a strobe, "reset", or the scenario's
+			// "clock offset +20s".
+			offset := strings.TrimPrefix(strings.TrimSpace(detail), "clock offset ")
+			if offset == "" && e.Value.DurationMs != 0 {
+				offset = fmt.Sprintf("%+d ms", e.Value.DurationMs)
+			}
+			if offset != "" && !zeroOffset.MatchString(offset) {
+				openBar(node, "node-clock", e.Time, "clock "+offset)
+			}
+		case history.NemSwitchMaster:
+			// The sentinels' view: the old master is not told, and may go on
+			// serving as one until it reports its own role.
+			b.nodePoint(node, e, detail)
+			closeBar(node, "node-role", e.Time)
+			openBar(node, "node-role", e.Time, "master")
+		case history.NemRole:
+			role := detail
+			if role == "" {
+				role = e.F
+			}
+			closeBar(node, "node-role", e.Time)
+			openBar(node, "node-role", e.Time, role)
+		default:
+			b.nodePoint(node, e, detail)
+		}
+	}
+	for _, node := range sortedKeys(state) {
+		for _, class := range sortedKeys(state[node]) {
+			closeBar(node, class, end)
+		}
+	}
+}
+
+// nodeBar draws one state of a node, with its text inside when it fits.
+func (b *builder) nodeBar(node, class string, start, end int64, text string) {
+	l := b.nodeLane[node]
+	x0, x1 := b.x(start), b.x(end)
+	title := fmt.Sprintf("%s %s from %s to %s", node, text, relSec(start, b.t0), relSec(end, b.t0))
+	b.tl.Bars = append(b.tl.Bars, b.timed(shape{Class: class, Title: title,
+		X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: round1(math.Max(2, x1-x0)), H: barH}, start, end))
+	b.label(x0, x1, b.midY(l)+3.5, "node-label", text, start, end)
+}
+
+// nodePoint marks a nemesis event on a node that is not a state.
+func (b *builder) nodePoint(node string, e *history.Event, detail string) {
+	title := fmt.Sprintf("%s %s at %s", e.F, node, relSec(e.Time, b.t0))
+	if detail != "" {
+		title += ": " + detail
+	}
+	b.mark(shape{Class: "node-event", Title: title}, diamond, b.x(e.Time), b.midY(b.nodeLane[node]), markR+1, e.Time)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -3,8 +3,10 @@ package results
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -15,7 +17,8 @@ import (
 // WriteAll writes results.json, junit.xml and report.html into dir. Each file
 // is written under a temporary name and renamed into place, so a reader (a CI
 // job, a browser, lockcheck serve) never sees half a file, and a re-check that
-// fails leaves the previous files intact.
+// fails leaves the previous files intact. The report links porcupine's
+// visualization when WriteLinearizability left one in dir.
 func WriteAll(dir string, h *history.History, res *checker.Result) error {
 	err := writeFileAtomic(dir, ResultsFile, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
@@ -31,9 +34,37 @@ func WriteAll(dir string, h *history.History, res *checker.Result) error {
 	if err != nil {
 		return err
 	}
+	linVis := ""
+	if res.Checks.Linearizability.Result == checker.NotLinearizable {
+		if _, err := os.Stat(filepath.Join(dir, LinearizabilityFile)); err == nil {
+			linVis = LinearizabilityFile
+		}
+	}
 	return writeFileAtomic(dir, ReportFile, func(w io.Writer) error {
-		return writeReport(w, h, res)
+		return writeReport(w, h, res, linVis)
 	})
+}
+
+// WriteLinearizability writes porcupine's own visualization of the window
+// around a linearizability failure into dir, for the report to link, and
+// removes one an earlier check left when there is no failure any more. It
+// searches the failing segment again, so it is called only for an illegal
+// result: an unknown one ran out of time already.
+func WriteLinearizability(dir string, h *history.History, resource []history.ResourceEntry, res *checker.Result, opts checker.Options) error {
+	path := filepath.Join(dir, LinearizabilityFile)
+	if res.Checks.Linearizability.Result != checker.NotLinearizable {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	err := writeFileAtomic(dir, LinearizabilityFile, func(w io.Writer) error {
+		return checker.LinearizabilityVisualization(h, resource, opts, w)
+	})
+	if errors.Is(err, checker.ErrNothingToVisualize) {
+		return nil // the segment is too large to draw; the report says what it can
+	}
+	return err
 }
 
 func writeFileAtomic(dir, name string, write func(io.Writer) error) (err error) {

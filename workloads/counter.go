@@ -23,10 +23,24 @@ const (
 	Unfenced = "unfenced" // every write lands
 )
 
+// ParamWatchdog is the run parameter that turns the watchdog on.
+const ParamWatchdog = "watchdog"
+
 // FailpointBeforeWrite is the moment after a client checked that its lease
 // is still valid and before it writes: a pause here is the GC pause of every
 // article on distributed locks, and no check in the client can catch it.
 const FailpointBeforeWrite = "before-write"
+
+// FailpointBeforeAcquire is the moment before a client asks for the lock. A
+// client held here holds nothing, so holding every client here quiesces the
+// lock service: the Sentinel lost-lock recipe needs a moment when the lock
+// is free and every write is on the replicas.
+const FailpointBeforeAcquire = "before-acquire"
+
+// FailpointBeforeLeaseCheck is the moment after a client's work and before
+// it checks its lease. A client held here is merely slow: it still skips its
+// write if its lease ran out meanwhile.
+const FailpointBeforeLeaseCheck = "before-lease-check"
 
 // Config is one client's part of the workload.
 type Config struct {
@@ -41,6 +55,13 @@ type Config struct {
 	// OpTimeout bounds each operation on the resource.
 	OpTimeout time.Duration
 	Seed      uint64
+	// Watchdog extends the lease every TTL/3 while the client works, as
+	// Redisson's watchdog does, from the client's own process: a pause of
+	// the process freezes it too.
+	Watchdog bool
+	// FenceFromResource makes the client draw its fence from the resource's
+	// own sequence right after each grant, instead of taking the backend's.
+	FenceFromResource bool
 }
 
 // Range is a duration drawn uniformly from [Min, Max].
@@ -114,15 +135,22 @@ func NewClient(cfg Config, lock backends.Lock, res *resource.Client, emit Emit, 
 func (c *Client) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		key := c.cfg.Keys[c.rng.IntN(len(c.cfg.Keys))]
-		if !c.cycle(key) {
-			sleep(ctx, c.cfg.Retry)
+		granted := c.cycle(key)
+		// A client that just released waits too, a random part of the
+		// retry pause: otherwise it re-takes the lock before any waiting
+		// client can, and the others starve.
+		wait := c.cfg.Retry
+		if granted && wait > 0 {
+			wait = time.Duration(c.rng.Int64N(int64(wait))) + wait/2
 		}
+		sleep(ctx, wait)
 	}
 }
 
 // cycle takes the lock once and, if granted, does the read-modify-write. It
 // reports whether the lock was granted.
 func (c *Client) cycle(key string) bool {
+	c.fp.Hit(FailpointBeforeAcquire)
 	ctx := context.Background() // an operation, once begun, runs to its own timeout
 	start := c.invoke(history.FAcquire, key, nil)
 	g, err := c.lock.Acquire(ctx, key)
@@ -136,13 +164,35 @@ func (c *Client) cycle(key string) bool {
 	}
 	margin := g.TTL/100 + 2*time.Millisecond // Redlock's clock drift allowance
 	deadline := start + int64(g.TTL-margin)
+	if !g.Deadline.IsZero() {
+		// The backend computed the validity itself (Redlock); carry its
+		// deadline over to CLOCK_MONOTONIC.
+		deadline = history.Now() + int64(time.Until(g.Deadline))
+	}
+	if c.cfg.FenceFromResource {
+		fence, err := c.nextFence(key)
+		if err != nil {
+			c.retire(history.FAcquire, key, fmt.Errorf("lock taken but the resource handed out no fence: %w", err))
+			return false
+		}
+		g.Fence = &fence
+	}
+	if g.Lost != nil {
+		// A lease renewed in the background has no fixed deadline: the
+		// backend's watchdog ends the client's belief instead.
+		deadline = 0
+	}
 	c.complete(history.OK, history.FAcquire, key, &history.Value{
-		Token: g.Token, Fence: g.Fence, TTLms: g.TTL.Milliseconds(), Deadline: deadline,
+		Token: g.Token, Fence: g.Fence, TTLms: g.TTL.Milliseconds(), Deadline: deadline, Nodes: g.Nodes,
 	}, nil)
 	if !c.readModifyWrite(key, g, deadline) {
 		return true
 	}
-	c.invoke(history.FRelease, key, &history.Value{Token: g.Token})
+	rel := &history.Value{Token: g.Token}
+	if leaseLost(g) {
+		rel.Detail = LeaseLost
+	}
+	c.invoke(history.FRelease, key, rel)
 	deleted, err := c.lock.Release(ctx, key, g)
 	if err != nil {
 		c.retire(history.FRelease, key, err)
@@ -150,6 +200,15 @@ func (c *Client) cycle(key string) bool {
 	}
 	c.complete(history.OK, history.FRelease, key, &history.Value{Accepted: history.Bool(deleted)}, nil)
 	return true
+}
+
+// nextFence draws the next number of the resource's strictly increasing
+// sequence for key: the database-sequence fence, safe whatever the lock does.
+func (c *Client) nextFence(key string) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OpTimeout)
+	defer cancel()
+	reply, err := c.res.NextFence(ctx, resource.FenceRequest{Key: key})
+	return reply.Fence, err
 }
 
 // readModifyWrite reads the counter, thinks, and writes read+1 unless the
@@ -165,8 +224,11 @@ func (c *Client) readModifyWrite(key string, g backends.Grant, deadline int64) b
 	}
 	c.complete(history.OK, history.FRead, key, &history.Value{Value: history.Int64(rr.Value)}, nil)
 
-	time.Sleep(c.cfg.Think.draw(c.rng))
-	if history.Now() >= deadline {
+	if !c.work(key, g, &deadline) {
+		return false
+	}
+	c.fp.Hit(FailpointBeforeLeaseCheck)
+	if leaseLost(g) || (g.Lost == nil && history.Now() >= deadline) {
 		return true // the lease may be gone: skip the write, as a careful client does
 	}
 	c.fp.Hit(FailpointBeforeWrite)
@@ -186,6 +248,53 @@ func (c *Client) readModifyWrite(key string, g backends.Grant, deadline int64) b
 	}
 	c.complete(history.OK, history.FWrite, key, &history.Value{Accepted: history.Bool(reply.Accepted), Prev: history.Int64(reply.Prev), Detail: reply.Reason}, nil)
 	return true
+}
+
+// work spends the think time inside the lock. With the watchdog on, it
+// extends the lease every TTL/3 meanwhile and pushes the deadline out with
+// every extension that still found the lease the client's. It reports false
+// when the process was retired.
+func (c *Client) work(key string, g backends.Grant, deadline *int64) bool {
+	end := time.Now().Add(c.cfg.Think.draw(c.rng))
+	every := g.TTL / 3
+	if !c.cfg.Watchdog || every <= 0 {
+		time.Sleep(time.Until(end))
+		return true
+	}
+	margin := g.TTL/100 + 2*time.Millisecond
+	for {
+		if time.Until(end) < every {
+			time.Sleep(time.Until(end))
+			return true
+		}
+		time.Sleep(every)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OpTimeout)
+		start := c.invoke(history.FExtend, key, &history.Value{Token: g.Token, TTLms: g.TTL.Milliseconds()})
+		ok, err := c.lock.Extend(ctx, key, g)
+		cancel()
+		if err != nil {
+			c.retire(history.FExtend, key, err)
+			return false
+		}
+		c.complete(history.OK, history.FExtend, key, &history.Value{Accepted: history.Bool(ok), TTLms: g.TTL.Milliseconds()}, nil)
+		if ok && *deadline != 0 {
+			*deadline = max(*deadline, start+int64(g.TTL-margin))
+		}
+	}
+}
+
+// LeaseLost is the detail of a release invoked after the client noticed that
+// its lease was gone (an etcd session whose keepalive failed).
+const LeaseLost = "lease lost"
+
+// leaseLost reports whether the backend noticed that g's lease is gone.
+func leaseLost(g backends.Grant) bool {
+	select {
+	case <-g.Lost:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Client) invoke(f, key string, v *history.Value) int64 {

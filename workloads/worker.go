@@ -26,7 +26,18 @@ type WorkerConfig struct {
 	OpTimeout    time.Duration `json:"op_timeout"`
 	Seed         uint64        `json:"seed"`
 	ResourceAddr string        `json:"resource_addr"`
+	Watchdog     bool          `json:"watchdog,omitempty"`
+	// FenceSource is where fences come from: "lock" (the backend's own),
+	// "resource" (the resource's sequence) or "none".
+	FenceSource string `json:"fence_source,omitempty"`
 }
+
+// Fence sources (--fence-source).
+const (
+	FenceFromLock     = "lock"     // the backend's own fence (INCR for the Redis backends)
+	FenceFromResource = "resource" // the resource's sequence, drawn after each grant
+	FenceNone         = "none"
+)
 
 // Message is one line a worker writes to the harness: an event of its
 // client, or word that it is parked at an armed failpoint.
@@ -67,7 +78,8 @@ func RunWorker(cfg WorkerConfig, in io.Reader, out io.Writer) error {
 	res := resource.NewClient(cfg.ResourceAddr, cfg.OpTimeout)
 	client = NewClient(Config{
 		Process: cfg.Process, Stride: cfg.Stride, Keys: cfg.Keys, Think: think,
-		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed,
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Watchdog: cfg.Watchdog,
+		FenceFromResource: cfg.FenceSource == FenceFromResource,
 	}, lock, res, func(e history.Event) { msgs.write(Message{Event: &e, Process: e.Process}) }, fps.hit)
 
 	go func() {

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/history"
 )
 
 // Variants of the Redis lock.
@@ -61,16 +63,10 @@ type Lock struct {
 
 // New returns a client of the Redis at opts.Addr.
 func New(opts Options) (*Lock, error) {
-	if opts.Variant == "" {
-		opts.Variant = Correct
-	}
-	if !validVariant(opts.Variant) {
-		return nil, fmt.Errorf("unknown redis variant %q (want one of %v)", opts.Variant, Variants)
-	}
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
-	rdb := goredis.NewClient(&goredis.Options{
+	return NewWithClient(opts, goredis.NewClient(&goredis.Options{
 		Addr:         opts.Addr,
 		DialTimeout:  opts.Timeout,
 		ReadTimeout:  opts.Timeout,
@@ -79,8 +75,51 @@ func New(opts Options) (*Lock, error) {
 		// every command is sent once and a lost reply is an unknown outcome.
 		MaxRetries: -1,
 		PoolSize:   2,
-	})
+	}))
+}
+
+// NewWithClient returns a lock that sends its commands through rdb, for
+// backends that find their Redis another way (through Sentinel). rdb must
+// never retry a command on its own (MaxRetries -1); opts.Addr is not used.
+// The lock closes rdb when it is closed, also when NewWithClient fails.
+func NewWithClient(opts Options, rdb *goredis.Client) (*Lock, error) {
+	if opts.Variant == "" {
+		opts.Variant = Correct
+	}
+	if !validVariant(opts.Variant) {
+		rdb.Close()
+		return nil, fmt.Errorf("unknown redis variant %q (want one of %v)", opts.Variant, Variants)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
+	}
 	return &Lock{opts: opts, rdb: rdb}, nil
+}
+
+// Refused is a write the Redis server certainly did not execute, for a
+// reason other than another client's hold: NOREPLICAS (min-replicas-to-write
+// is not met) or READONLY (the node is a replica now). It counts as
+// backends.ErrNotAcquired, and its text starts with history.RefusedPrefix so
+// that the checker can count such refusals apart from a busy lock.
+type Refused struct{ Reply string }
+
+func (r Refused) Error() string { return history.RefusedPrefix + r.Reply }
+
+// Is makes a refusal a certain failure to acquire.
+func (r Refused) Is(target error) bool { return target == backends.ErrNotAcquired }
+
+// refusal turns the error replies Redis gives before executing a write at
+// all into Refused; any other error is returned as it is.
+func refusal(err error) error {
+	var reply goredis.Error
+	if errors.As(err, &reply) {
+		for _, prefix := range []string{"NOREPLICAS", "READONLY"} {
+			if strings.HasPrefix(reply.Error(), prefix) {
+				return Refused{Reply: reply.Error()}
+			}
+		}
+	}
+	return err
 }
 
 func validVariant(v string) bool {
@@ -106,7 +145,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	case SetnxExpire:
 		ok, err := l.rdb.SetNX(ctx, key, token, 0).Result()
 		if err != nil {
-			return g, err
+			return g, refusal(err)
 		}
 		if !ok {
 			return g, backends.ErrNotAcquired
@@ -118,7 +157,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	default:
 		ok, err := l.rdb.SetNX(ctx, key, token, l.opts.TTL).Result()
 		if err != nil {
-			return g, err
+			return g, refusal(err)
 		}
 		if !ok {
 			return g, backends.ErrNotAcquired

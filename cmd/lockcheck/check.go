@@ -1,18 +1,13 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lockcheck/lockcheck/checker"
-	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -46,17 +41,8 @@ checked the same way.`,
 // checkDir checks the history of a run directory, writes the results files
 // and prints the summary.
 func checkDir(dir string, opts checker.Options, w io.Writer) (checker.Validity, error) {
-	h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	h, res, err := results.CheckDir(dir, opts)
 	if err != nil {
-		return checker.Unknown, fmt.Errorf("%s: %w", filepath.Join(dir, results.HistoryFile), err)
-	}
-	var resLog []history.ResourceEntry
-	resLog, err = history.ReadResourceLog(filepath.Join(dir, results.ResourceFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return checker.Unknown, fmt.Errorf("%s: %w", filepath.Join(dir, results.ResourceFile), err)
-	}
-	res := checker.Check(h, resLog, opts)
-	if err := results.WriteAll(dir, h, res); err != nil {
 		return checker.Unknown, err
 	}
 	results.Summary(w, dir, h, res)

@@ -11,15 +11,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
 )
 
-// Runs start workers by running their own executable: in tests that is the
-// test binary, which becomes a worker here.
+// Runs start workers and etcd members by running their own executable: in
+// tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() {
+	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
 		return
 	}
 	os.Exit(m.Run())

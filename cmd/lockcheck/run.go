@@ -23,6 +23,7 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 type runFlags struct {
@@ -62,9 +63,17 @@ could not be done.`,
 	fl.StringVar(&f.variant, "variant", "", "backend variant; for redis: correct (SET NX PX, Lua release), setnx-expire (SETNX then EXPIRE), del-release (release by plain DEL); empty picks the backend's correct one")
 	fl.StringVar(&f.workload, "workload", "unfenced", "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
 	fl.StringVar(&f.nemesis, "nemesis", "pause-holder", "faults to inject, comma-separated, or none")
-	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own, INCR for Redis) or none")
+	addRunFlags(fl, &f, 20*time.Second)
+	return cmd
+}
+
+// addRunFlags declares the flags run and compare share: everything but what
+// a run tests (backend, variant, workload, faults). limit is the default
+// --time-limit.
+func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
+	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own: INCR for the Redis backends, unsafe for Redlock, whose nodes forget), resource (after each grant the client draws the next number of the resource's own strictly increasing sequence: safe with every backend) or none")
 	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock")
-	fl.DurationVar(&f.limit, "time-limit", 20*time.Second, "how long the workload runs")
+	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs")
 	fl.DurationVar(&f.pause, "pause", 0, "how long a pause fault lasts (0: twice the TTL, so a paused holder outlives its lease)")
 	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the pause plus one second)")
 	fl.StringVar(&f.think, "think", "20ms", "time a client works inside the lock, a duration or a range such as 10ms-50ms")
@@ -79,24 +88,25 @@ could not be done.`,
 	for _, hook := range runFlagHooks {
 		f.apply = append(f.apply, hook(fl))
 	}
-	return cmd
 }
 
 // runFlagHooks let a backend's or fault's own file add flags to run: bind
 // declares them and returns a function that copies their values into the
 // run's configuration (usually its Params) once the flags are parsed.
-var runFlagHooks []func(fl *pflag.FlagSet) (apply func(cfg *harness.Config) error)
+//
+// The node-restart flags come first, from a variable's initializer rather
+// than an init, so that every other file's hook applies after them and may
+// refine them (Redlock nodes always come back wiped).
+var runFlagHooks = []func(fl *pflag.FlagSet) (apply func(cfg *harness.Config) error){restartFlags}
 
-func init() {
-	runFlagHooks = append(runFlagHooks, func(fl *pflag.FlagSet) func(*harness.Config) error {
-		wipe := fl.Bool("wipe", false, "kill-restart: the node comes back with its data wiped")
-		delay := fl.Duration("restart-delay", 0, "kill-restart: time between the kill and the restart (the documented Redlock mitigation is longer than the TTL)")
-		return func(cfg *harness.Config) error {
-			cfg.Run.Params[nemesis.ParamWipe] = strconv.FormatBool(*wipe)
-			cfg.Run.Params[nemesis.ParamRestartDelay] = delay.String()
-			return nil
-		}
-	})
+func restartFlags(fl *pflag.FlagSet) func(*harness.Config) error {
+	wipe := fl.Bool("wipe", false, "kill-restart: the node comes back with its data wiped")
+	delay := fl.Duration("restart-delay", 0, "kill-restart: time between the kill and the restart (the documented Redlock mitigation is longer than the TTL)")
+	return func(cfg *harness.Config) error {
+		cfg.Run.Params[nemesis.ParamWipe] = strconv.FormatBool(*wipe)
+		cfg.Run.Params[nemesis.ParamRestartDelay] = delay.String()
+		return nil
+	}
 }
 
 func faultHelp() string {
@@ -112,18 +122,48 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.fenceSource != "lock" && f.fenceSource != "none" {
-		return fmt.Errorf("--fence-source %q: choose lock or none", f.fenceSource)
+	if f.seed == 0 {
+		f.seed = time.Now().UnixNano()%1_000_000 + 1
 	}
-	if f.ttl <= 0 || f.limit <= 0 {
-		return errors.New("--ttl and --time-limit must be positive")
-	}
-	_, variant, err := catalog.Lookup(f.backend, f.variant)
+	cfg, err := f.config(faults, reproduce(cmd, f.seed))
 	if err != nil {
 		return err
 	}
-	if f.seed == 0 {
-		f.seed = time.Now().UnixNano()%1_000_000 + 1
+	if _, err := harness.Preflight(cfg); err != nil {
+		return err
+	}
+	stdout := cmd.OutOrStdout()
+	fmt.Fprintf(stdout, "lockcheck: %s/%s, %s workload, nemesis %s, seed %d, %s\n",
+		f.backend, cfg.Run.Variant, f.workload, orNone(faults), f.seed, f.limit)
+	cfg.OnProgress = progressReporter(cmd.ErrOrStderr(), "")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out, v, err := runAndCheck(ctx, cfg, checker.Options{LinearizabilityTimeout: f.linTimeout}, stdout, cmd.ErrOrStderr())
+	switch {
+	case err != nil:
+		return err
+	case out.Interrupted:
+		fmt.Fprintln(cmd.ErrOrStderr(), "lockcheck: interrupted; the verdict covers the part of the run that was recorded")
+		return exitError{exitUnknown}
+	}
+	return verdictExit(v)
+}
+
+// config builds the configuration of a run of f.backend/f.variant with
+// f.workload under faults, checking what can be checked from the flags.
+func (f runFlags) config(faults []string, commandLine []string) (harness.Config, error) {
+	switch f.fenceSource {
+	case workloads.FenceFromLock, workloads.FenceFromResource, workloads.FenceNone:
+	default:
+		return harness.Config{}, fmt.Errorf("--fence-source %q: choose lock, resource or none", f.fenceSource)
+	}
+	if f.ttl <= 0 || f.limit <= 0 {
+		return harness.Config{}, errors.New("--ttl and --time-limit must be positive")
+	}
+	_, variant, err := catalog.Lookup(f.backend, f.variant)
+	if err != nil {
+		return harness.Config{}, err
 	}
 	if f.pause == 0 {
 		f.pause = 2 * f.ttl
@@ -136,7 +176,7 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource,
 			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, TTLms: f.ttl.Milliseconds(),
 			TimeLimitMs: f.limit.Milliseconds(), PauseMs: f.pause.Milliseconds(),
-			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: reproduce(cmd, f.seed),
+			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: commandLine,
 		},
 		Out: f.out, Programs: catalog.Programs{"redis-server": f.redisServer},
 		TTL: f.ttl, Limit: f.limit, Pause: f.pause, Interval: f.interval,
@@ -145,42 +185,37 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 	cfg.Run.Params = map[string]string{}
 	for _, apply := range f.apply {
 		if err := apply(&cfg); err != nil {
-			return err
+			return harness.Config{}, err
 		}
 	}
-	if _, err := harness.Preflight(cfg); err != nil {
-		return err
-	}
-	stdout := cmd.OutOrStdout()
-	fmt.Fprintf(stdout, "lockcheck: %s/%s, %s workload, nemesis %s, seed %d, %s\n",
-		f.backend, variant, f.workload, orNone(faults), f.seed, f.limit)
-	cfg.OnProgress = progressReporter(cmd.ErrOrStderr())
+	return cfg, nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+// runAndCheck runs one test, then checks whatever it recorded, even when the
+// run failed or was interrupted, and writes the results into its run
+// directory. The summary goes to summary, the progress line's end to
+// progress.
+func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, summary, progress io.Writer) (harness.Outcome, checker.Validity, error) {
 	out, runErr := harness.Run(ctx, cfg)
-	clearProgress(cmd.ErrOrStderr())
+	clearProgress(progress)
 	if out.Dir == "" {
-		return runErr
+		return out, checker.Unknown, runErr
 	}
 	// Whatever happened, check what was recorded: nothing is lost.
 	if _, err := os.Stat(filepath.Join(out.Dir, results.HistoryFile)); err != nil {
 		if runErr != nil {
-			return fmt.Errorf("%v (run directory %s)", runErr, out.Dir)
+			return out, checker.Unknown, fmt.Errorf("%v (run directory %s)", runErr, out.Dir)
 		}
-		return err
+		return out, checker.Unknown, err
 	}
-	v, err := checkDir(out.Dir, checker.Options{LinearizabilityTimeout: f.linTimeout}, stdout)
+	v, err := checkDir(out.Dir, opts, summary)
 	switch {
 	case runErr != nil:
-		return fmt.Errorf("%v (what was recorded is checked in %s)", runErr, out.Dir)
+		return out, v, fmt.Errorf("%v (what was recorded is checked in %s)", runErr, out.Dir)
 	case err != nil:
-		return err
-	case out.Interrupted:
-		fmt.Fprintln(cmd.ErrOrStderr(), "lockcheck: interrupted; the verdict covers the part of the run that was recorded")
-		return exitError{exitUnknown}
+		return out, v, err
 	}
-	return verdictExit(v)
+	return out, v, nil
 }
 
 // reproduce is the command line that runs the same test again: the flags
@@ -203,21 +238,25 @@ func orNone(faults []string) string {
 }
 
 // progressReporter draws a live line on a terminal and logs a plain line
-// every few seconds otherwise.
-func progressReporter(w io.Writer) func(harness.Progress) {
+// every few seconds otherwise. label, if set, says which run of several
+// this is (compare's cell).
+func progressReporter(w io.Writer, label string) func(harness.Progress) {
 	f, ok := w.(*os.File)
 	tty := ok && isTerminal(f)
+	if label != "" {
+		label += "  "
+	}
 	return func(p harness.Progress) {
 		rate := 0.0
 		if s := p.Elapsed.Seconds(); s > 0 {
 			rate = float64(p.Grants) / s
 		}
 		if tty {
-			fmt.Fprintf(w, "\r  %4.0fs / %.0fs   grants %d (%.0f/s)   faults %d ", p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults)
+			fmt.Fprintf(w, "\r  %s%4.0fs / %.0fs   grants %d (%.0f/s)   faults %d ", label, p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults)
 			return
 		}
 		if int(p.Elapsed.Round(time.Second).Seconds())%5 == 0 {
-			fmt.Fprintf(w, "progress: %s / %s, grants %d (%.0f/s), faults %d\n", p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults)
+			fmt.Fprintf(w, "progress: %s%s / %s, grants %d (%.0f/s), faults %d\n", label, p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults)
 		}
 	}
 }

@@ -36,6 +36,12 @@ func (c *Client) Write(ctx context.Context, r WriteRequest) (WriteReply, error) 
 	return out, c.post(ctx, "/write", r, &out)
 }
 
+// NextFence draws the next fence of a key's sequence.
+func (c *Client) NextFence(ctx context.Context, r FenceRequest) (FenceReply, error) {
+	var out FenceReply
+	return out, c.post(ctx, "/next-fence", r, &out)
+}
+
 func (c *Client) post(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {

@@ -39,6 +39,8 @@ type cell struct {
 	value          int64
 	highestWritten *int64
 	highestRead    *int64
+	// lastFence is the last number of the key's fence sequence handed out.
+	lastFence int64
 }
 
 // ReadRequest reads a key's value on behalf of a fence holder.
@@ -60,6 +62,17 @@ type WriteRequest struct {
 	Fence   *int64          `json:"fence,omitempty"`
 	Read    int64           `json:"read"`
 	Value   int64           `json:"value"`
+}
+
+// FenceRequest asks for the next fence of a key's sequence.
+type FenceRequest struct {
+	Key string `json:"key"`
+}
+
+// FenceReply is the fence handed out: above every fence handed out before
+// for the key.
+type FenceReply struct {
+	Fence int64 `json:"fence"`
 }
 
 // WriteReply says whether the write landed and what it replaced.
@@ -84,6 +97,7 @@ func Start(logPath string, fenced bool) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /read", s.handleRead)
 	mux.HandleFunc("POST /write", s.handleWrite)
+	mux.HandleFunc("POST /next-fence", s.handleNextFence)
 	s.srv = &http.Server{Handler: mux}
 	go s.srv.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close
 	return s, nil
@@ -122,6 +136,17 @@ func (s *Server) Read(r ReadRequest) ReadReply {
 		c.highestRead = history.Int64(*r.Fence)
 	}
 	return ReadReply{Value: c.value}
+}
+
+// NextFence hands out the next number of key's strictly increasing
+// sequence: the database-sequence fence, which does not depend on the lock
+// service keeping anything.
+func (s *Server) NextFence(r FenceRequest) FenceReply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cell(r.Key)
+	c.lastFence++
+	return FenceReply{Fence: c.lastFence}
 }
 
 // Write applies or refuses a write and logs it.
@@ -180,6 +205,15 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, s.Write(req))
+}
+
+func (s *Server) handleNextFence(w http.ResponseWriter, r *http.Request) {
+	var req FenceRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, s.NextFence(req))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

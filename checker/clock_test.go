@@ -1,0 +1,106 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// grantOn adds a Redlock grant won on nodes, with a 100 ms TTL.
+func (b *builder) grantOn(p history.Process, inv, ok float64, nodes ...string) *builder {
+	return b.op(p, history.FAcquire, inv, nil, ok, history.OK, &history.Value{Token: p.String(), TTLms: 100, Nodes: nodes})
+}
+
+func TestClockFaultsAreIntervals(t *testing.T) {
+	tests := []struct {
+		name    string
+		history func(b *builder)
+		want    []Fault
+	}{
+		{
+			name: "a clock jump lasts until its reset",
+			history: func(b *builder) {
+				b.nemesis(10, history.NemClockJump, "redlock-3", "", "+20s").nemesis(40, history.NemClockReset, "redlock-3", "", "reset")
+				b.cycle(0, 50, 0, -1, "r1")
+			},
+			want: []Fault{{Kind: history.NemClockJump, Target: "redlock-3", Start: at(10), End: at(40), Detail: "+20s"}},
+		},
+		{
+			name: "a clock never reset lasts to the end",
+			history: func(b *builder) {
+				b.nemesis(10, history.NemClockJump, "redlock-3", "", "-20s")
+				b.cycle(0, 50, 0, -1, "r1")
+			},
+			want: []Fault{{Kind: history.NemClockJump, Target: "redlock-3", Start: at(10), End: at(59), Detail: "-20s"}},
+		},
+		{
+			name: "a kill ends the pause of a stopped node",
+			history: func(b *builder) {
+				b.nemesis(10, history.NemPause, "redlock-4", "", "").nemesis(30, history.NemKill, "redlock-4", "", "")
+				b.nemesis(35, history.NemStart, "redlock-4", "", "")
+				b.cycle(0, 50, 0, -1, "r1")
+			},
+			want: []Fault{
+				{Kind: history.NemPause, Target: "redlock-4", Start: at(10), End: at(30)},
+				{Kind: history.NemKill, Target: "redlock-4", Start: at(30), End: at(35)},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder("unfenced")
+			tt.history(b)
+			r := b.check(t)
+			for i := range r.Faults {
+				r.Faults[i].Index = 0
+			}
+			assert.Equal(t, tt.want, r.Faults)
+		})
+	}
+}
+
+// Kleppmann's case as a history: c0 wins redlock-1..3 while 4 and 5 are
+// stopped, redlock-3's clock jumps, c1 wins redlock-3..5. The verdict names
+// the jump on the node both majorities share, not the pauses around it.
+func TestLeaseViolationBlamesTheNodeThatForgot(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults func(b *builder)
+		want   string
+	}{
+		{
+			name: "clock jump on the shared node",
+			faults: func(b *builder) {
+				b.nemesis(20, history.NemClockJump, "redlock-3", "", "+20s")
+			},
+			want: "after redlock-3's clock jumped +20s",
+		},
+		{
+			name: "restart of the shared node",
+			faults: func(b *builder) {
+				b.nemesis(20, history.NemKill, "redlock-3", "", "data wiped").nemesis(22, history.NemStart, "redlock-3", "", "data wiped")
+			},
+			want: "after redlock-3 was killed",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder("unfenced")
+			b.nemesis(0, history.NemPause, "redlock-4", "", "").nemesis(0, history.NemPause, "redlock-5", "", "")
+			b.grantOn(0, 1, 10, "redlock-1", "redlock-2", "redlock-3")
+			tt.faults(b)
+			b.nemesis(25, history.NemKill, "redlock-4", "", "").nemesis(25, history.NemKill, "redlock-5", "", "")
+			b.nemesis(30, history.NemStart, "redlock-4", "", "").nemesis(30, history.NemStart, "redlock-5", "", "")
+			b.grantOn(1, 35, 36, "redlock-3", "redlock-4", "redlock-5")
+			b.release(0, 50, 51).release(1, 60, 61)
+			r := b.check(t)
+			require.Equal(t, 1, r.Checks.LeaseSafety.Violations)
+			assert.Equal(t, []string{"redlock-3", "redlock-4", "redlock-5"}, r.Checks.LeaseSafety.Evidence[0].Later.Nodes)
+			assert.Contains(t, r.Reason, "c1 was granted lock-0 at")
+			assert.Contains(t, r.Reason, tt.want)
+		})
+	}
+}

@@ -1,0 +1,445 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// signatureFaults are the faults that show what each backend's own promise
+// rests on. A backend without an entry (one added after this table) gets
+// fallbackFaults, which every backend can take.
+var signatureFaults = map[string][]string{
+	"redis":    {"pause-holder"},
+	"sentinel": {"failover-lost-lock"},
+	"redlock":  {"clock-skew", "pause-nodes"},
+	"redsync":  {"clock-skew", "pause-nodes"},
+	"etcd":     {"pause-holder"},
+}
+
+var fallbackFaults = []string{"pause-holder"}
+
+// signatureWord in --nemesis stands for each backend's signature faults.
+const signatureWord = "signature"
+
+// defaultCellLimit keeps the default matrix (every backend, fenced and
+// unfenced, without faults and with its signature faults: 20 cells with five
+// backends) under 15 minutes on two cores, with each cell's start, stop and
+// check on top of its time limit.
+const defaultCellLimit = 15 * time.Second
+
+type compareFlags struct {
+	run                          runFlags
+	backends, workloads, nemesis string
+}
+
+func newCompareCmd() *cobra.Command {
+	cmd, _ := compareCommand()
+	return cmd
+}
+
+// compareCommand is the compare command and the flags it parses into.
+func compareCommand() (*cobra.Command, *compareFlags) {
+	f := &compareFlags{}
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "Run a matrix of backends, workloads and faults and compare the verdicts",
+		Long: `compare runs one test per cell of backend × workload × faults, one after the
+other, then writes <out>/<timestamp>-compare/ holding compare.html (the matrix
+of verdicts, each linking to its run's report), compare.json and junit.xml
+(one test suite per cell, one test case per check), and a run directory per
+cell. The pages are rewritten after every cell, so an interrupted comparison
+keeps what it ran.
+
+By default every registered backend (` + strings.Join(catalog.Names(), ", ") + `) runs its
+correct variant, fenced and unfenced, without faults and under its signature
+faults:
+` + signatureHelp() + `
+Combinations that make no sense (kill-client where the variant has no
+failpoint, pause-nodes on a single node, clock-skew without faked clocks, a
+failover or leader fault where the service has none) are skipped, and the
+page says why.
+
+Exit codes: 0 every cell's verdict is true, 1 some verdict is false, 2 some
+cell is unknown, could not run, or the comparison was interrupted.`,
+		Example: `  lockcheck compare
+  lockcheck compare --backends redis,redis/setnx-expire --nemesis none,pause-holder,kill-client
+  lockcheck compare --backends redlock,redsync --nemesis signature,kill-restart --time-limit 30s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runCompare(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.backends, "backends", "", "backends to compare, comma-separated, each NAME or NAME/VARIANT (empty: every registered backend, its correct variant)")
+	fl.StringVar(&f.workloads, "workloads", "fenced,unfenced", "workloads, comma-separated: fenced, unfenced")
+	fl.StringVar(&f.nemesis, "nemesis", "none,"+signatureWord, "fault sets, comma-separated; join faults that run together with +, such as clock-skew+pause-nodes; "+signatureWord+" is each backend's own")
+	addRunFlags(fl, &f.run, defaultCellLimit)
+	return cmd, f
+}
+
+func signatureHelp() string {
+	var b strings.Builder
+	names := append([]string(nil), catalog.Names()...)
+	for n := range signatureFaults {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-9s %s\n", n, results.FaultsName(backendFaults(n)))
+	}
+	fmt.Fprintf(&b, "  %-9s %s\n", "others", results.FaultsName(fallbackFaults))
+	return b.String()
+}
+
+func backendFaults(backend string) []string {
+	if f, ok := signatureFaults[backend]; ok {
+		return f
+	}
+	return fallbackFaults
+}
+
+// target is a backend and variant to compare.
+type target struct{ backend, variant string }
+
+// parseTargets reads --backends: NAME or NAME/VARIANT, comma-separated.
+func parseTargets(s string) ([]target, error) {
+	if strings.TrimSpace(s) == "" {
+		var all []target
+		for _, name := range catalog.Names() {
+			_, v, err := catalog.Lookup(name, "")
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, target{name, v})
+		}
+		return all, nil
+	}
+	var out []target
+	for _, item := range strings.Split(s, ",") {
+		name, variant, _ := strings.Cut(strings.TrimSpace(item), "/")
+		_, v, err := catalog.Lookup(name, variant)
+		if err != nil {
+			return nil, fmt.Errorf("--backends: %w", err)
+		}
+		out = append(out, target{name, v})
+	}
+	return out, nil
+}
+
+func parseWorkloads(s string) ([]string, error) {
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(w)
+		if w != "fenced" && w != "unfenced" {
+			return nil, fmt.Errorf("--workloads: unknown workload %q (choose fenced, unfenced or both, comma-separated)", w)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// faultSets reads --nemesis: fault sets separated by commas, the faults of a
+// set joined by +. The signature word is resolved per backend later, so it
+// stays a set of its own here.
+func faultSets(s string) ([][]string, error) {
+	var sets [][]string
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == signatureWord {
+			sets = append(sets, []string{signatureWord})
+			continue
+		}
+		faults, err := nemesis.Parse(strings.ReplaceAll(item, "+", ","))
+		if err != nil {
+			return nil, fmt.Errorf("--nemesis: %w", err)
+		}
+		sets = append(sets, faults)
+	}
+	return sets, nil
+}
+
+// skipReason says why faults make no sense against backend b's variant, or
+// returns "" when they do. cfg is the cell's configuration (its topology
+// depends on the run's params).
+func skipReason(b catalog.Backend, variant string, faults []string, cfg harness.Config) string {
+	nodes := b.Nodes(cfg.Programs, cfg.Run.Params)
+	for _, f := range faults {
+		if _, ok := nemesis.Faults[f]; !ok {
+			return fmt.Sprintf("fault %s is not in this build of lockcheck", f)
+		}
+		switch {
+		case f == "kill-client" && len(b.Failpoints[variant]) == 0:
+			return fmt.Sprintf("kill-client aims at a failpoint inside acquire (redis setnx-expire's gap between SETNX and EXPIRE); %s/%s has none", b.Name, variant)
+		case f == "pause-nodes" && len(nodes) < 3:
+			return fmt.Sprintf("pause-nodes stops a minority of the nodes; %s has %s, so it would stop none", b.Name, plural(len(nodes), "node"))
+		case strings.HasPrefix(f, "clock") && !slices.ContainsFunc(nodes, func(n backends.NodeSpec) bool { return n.FakeClock }):
+			return fmt.Sprintf("%s moves a node's wall clock through libfaketime; no node of %s runs under it", f, b.Name)
+		case (strings.HasPrefix(f, "failover") || f == "pause-leader") && b.Control == nil:
+			return fmt.Sprintf("%s needs a service that fails over or elects a leader; %s has neither", f, b.Name)
+		}
+	}
+	return ""
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// cell is one planned run of the matrix.
+type cell struct {
+	results.Cell
+	cfg harness.Config
+}
+
+// plan reads the matrix from the flags and lays out its cells, picking a
+// seed when none was given.
+func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
+	targets, err := parseTargets(f.backends)
+	if err != nil {
+		return nil, err
+	}
+	workloads, err := parseWorkloads(f.workloads)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := faultSets(f.nemesis)
+	if err != nil {
+		return nil, err
+	}
+	if f.run.seed == 0 {
+		f.run.seed = time.Now().UnixNano()%1_000_000 + 1
+	}
+	return planCells(cmd, f, targets, workloads, sets)
+}
+
+func runCompare(cmd *cobra.Command, f *compareFlags) error {
+	cells, err := f.plan(cmd)
+	if err != nil {
+		return err
+	}
+	dir, err := results.NewCompareDir(f.run.out, time.Now())
+	if err != nil {
+		return err
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	toRun := 0
+	for _, c := range cells {
+		if c.Status != results.CellSkipped {
+			toRun++
+		}
+	}
+	fmt.Fprintf(stdout, "lockcheck compare: %d cells (%d to run, %d skipped), %s each, seed %d, into %s\n",
+		len(cells), toRun, len(cells)-toRun, f.run.limit, f.run.seed, dir)
+
+	cmp := &results.Comparison{
+		Started: time.Now().UTC().Format(time.RFC3339), CommandLine: reproduceCompare(cmd, f.run.seed),
+		TimeLimitMs: f.run.limit.Milliseconds(), Seed: f.run.seed,
+	}
+	for _, c := range cells {
+		cmp.Cells = append(cmp.Cells, c.Cell)
+	}
+	if err := results.WriteComparison(dir, cmp); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := checker.Options{LinearizabilityTimeout: f.run.linTimeout}
+	n := 0
+	for i := range cells {
+		c := &cmp.Cells[i]
+		if c.Status == results.CellSkipped {
+			fmt.Fprintf(stdout, "  %-44s skipped: %s\n", cellName(c), c.Why)
+			continue
+		}
+		n++
+		if ctx.Err() != nil {
+			c.Status, c.Why = results.CellNotRun, "the comparison was interrupted first"
+			continue
+		}
+		cfg := cells[i].cfg
+		cfg.Out = dir
+		cfg.OnProgress = progressReporter(stderr, fmt.Sprintf("[%d/%d %s]", n, toRun, cellName(c)))
+		started := time.Now()
+		out, v, err := runAndCheck(ctx, cfg, opts, io.Discard, stderr)
+		c.Seconds = time.Since(started).Round(100 * time.Millisecond).Seconds()
+		runCell(c, dir, out, err)
+		if out.Interrupted {
+			cmp.Interrupted = true
+		}
+		line := fmt.Sprintf("  %-44s %s", cellName(c), c.Status)
+		if c.Status == results.CellRan {
+			line = fmt.Sprintf("  %-44s %-7s %s (%.0f s)", cellName(c), v, c.Reason, c.Seconds)
+		} else if c.Why != "" {
+			line += ": " + c.Why
+		}
+		fmt.Fprintln(stdout, line)
+		if err := results.WriteComparison(dir, cmp); err != nil {
+			return err
+		}
+	}
+	cmp.Interrupted = cmp.Interrupted || ctx.Err() != nil
+	cmp.Finished = time.Now().UTC().Format(time.RFC3339)
+	if err := results.WriteComparison(dir, cmp); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "comparison: %s\n", filepath.Join(dir, results.CompareReport))
+	return compareExit(cmp)
+}
+
+// planCells lays out the matrix in the order it runs: backend, then fault
+// set, then workload, with a configuration for each cell that makes sense.
+func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloads []string, sets [][]string) ([]cell, error) {
+	var cells []cell
+	seen := map[string]bool{}
+	for _, t := range targets {
+		b, _, err := catalog.Lookup(t.backend, t.variant)
+		if err != nil {
+			return nil, err
+		}
+		for _, set := range sets {
+			faults := set
+			if len(set) == 1 && set[0] == signatureWord {
+				faults = backendFaults(t.backend)
+			}
+			for _, w := range workloads {
+				key := t.backend + "/" + t.variant + " " + w + " " + results.FaultsName(faults)
+				if seen[key] {
+					continue // none and signature can name the same set
+				}
+				seen[key] = true
+				c := cell{Cell: results.Cell{Backend: t.backend, Variant: t.variant, Workload: w, Nemesis: faults}}
+				if c.Nemesis == nil {
+					c.Nemesis = []string{}
+				}
+				rf := f.run
+				rf.backend, rf.variant, rf.workload = t.backend, t.variant, w
+				known := true
+				for _, fault := range faults {
+					_, ok := nemesis.Faults[fault]
+					known = known && ok
+				}
+				if known {
+					cfg, err := rf.config(faults, cellCommandLine(cmd, rf, faults))
+					if err != nil {
+						return nil, fmt.Errorf("%s: %w", key, err)
+					}
+					c.cfg = cfg
+				}
+				if why := skipReason(b, t.variant, faults, c.cfg); why != "" {
+					c.Status, c.Why = results.CellSkipped, why
+				} else if _, err := harness.Preflight(c.cfg); err != nil {
+					// A missing server program is the user's to fix before
+					// anything starts, like run's.
+					return nil, fmt.Errorf("%s: %w", key, err)
+				}
+				cells = append(cells, c)
+			}
+		}
+	}
+	return cells, nil
+}
+
+// runCell records how a cell's run went.
+func runCell(c *results.Cell, dir string, out harness.Outcome, err error) {
+	if out.Dir != "" {
+		if rel, relErr := filepath.Rel(dir, out.Dir); relErr == nil {
+			c.Dir = filepath.ToSlash(rel)
+		}
+	}
+	if r, readErr := readCellResults(out.Dir); readErr == nil {
+		c.Ran(r)
+		if err != nil {
+			c.Why = err.Error()
+		}
+		return
+	}
+	c.Status = results.CellError
+	if err != nil {
+		c.Why = err.Error()
+	} else {
+		c.Why = "the run left no results"
+	}
+}
+
+func readCellResults(dir string) (*results.Results, error) {
+	if dir == "" {
+		return nil, os.ErrNotExist
+	}
+	return results.ReadResults(dir)
+}
+
+func cellName(c *results.Cell) string {
+	return fmt.Sprintf("%s/%s %s %s", c.Backend, c.Variant, c.Workload, results.FaultsName(c.Nemesis))
+}
+
+// compareExit: 2 when a cell is unknown or could not run or the comparison
+// was interrupted, else 1 when some verdict is false, else 0.
+func compareExit(c *results.Comparison) error {
+	code := exitValid
+	for _, cell := range c.Cells {
+		switch {
+		case cell.Status == results.CellError, cell.Status == results.CellNotRun:
+			code = exitUnknown
+		case cell.Status == results.CellRan && *cell.Valid == checker.Unknown:
+			code = exitUnknown
+		case cell.Status == results.CellRan && *cell.Valid == checker.Invalid:
+			code = max(code, exitInvalid)
+		}
+	}
+	if c.Interrupted {
+		code = exitUnknown
+	}
+	if code == exitValid {
+		return nil
+	}
+	return exitError{code}
+}
+
+// cellCommandLine is the lockcheck run command line that repeats one cell:
+// its backend, workload and faults, the time limit, the seed, and every
+// other flag the user gave compare.
+func cellCommandLine(cmd *cobra.Command, f runFlags, faults []string) []string {
+	line := []string{"lockcheck", "run", "--backend", f.backend, "--variant", f.variant, "--workload", f.workload,
+		"--nemesis", orNone(faults), "--time-limit", f.limit.String()}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		switch fl.Name {
+		case "backends", "workloads", "nemesis", "seed", "time-limit", "out":
+			return
+		}
+		line = append(line, "--"+fl.Name, fl.Value.String())
+	})
+	return append(line, "--seed", strconv.FormatInt(f.seed, 10))
+}
+
+// reproduceCompare is the command line that runs the same comparison again.
+func reproduceCompare(cmd *cobra.Command, seed int64) []string {
+	line := []string{"lockcheck", "compare"}
+	cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if fl.Name != "seed" {
+			line = append(line, "--"+fl.Name, fl.Value.String())
+		}
+	})
+	return append(line, "--seed", strconv.FormatInt(seed, 10))
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// plan lays out the cells compare would run for args, without running any.
+func plan(t *testing.T, args ...string) []cell {
+	t.Helper()
+	cmd, f := compareCommand()
+	require.NoError(t, cmd.ParseFlags(append([]string{"--seed", "1"}, args...)))
+	cells, err := f.plan(cmd)
+	require.NoError(t, err)
+	return cells
+}
+
+func TestCompareDefaultsCoverEveryBackend(t *testing.T) {
+	cells := plan(t)
+	got := map[string]bool{}
+	for _, c := range cells {
+		got[c.Backend+" "+c.Workload+" "+results.FaultsName(c.Nemesis)] = true
+		assert.Equal(t, defaultCellLimit.Milliseconds(), c.cfg.Run.TimeLimitMs)
+	}
+	for _, name := range catalog.Names() {
+		for _, w := range []string{"fenced", "unfenced"} {
+			for _, faults := range []string{"none", results.FaultsName(backendFaults(name))} {
+				assert.True(t, got[name+" "+w+" "+faults], "the defaults run %s %s %s", name, w, faults)
+			}
+		}
+	}
+	assert.Len(t, cells, 4*len(catalog.Names()))
+}
+
+func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
+	cells := plan(t, "--backends", "redis,redis/setnx-expire", "--workloads", "unfenced",
+		"--nemesis", "none,kill-client,pause-nodes,signature")
+	got := map[string]string{}
+	for _, c := range cells {
+		got[c.Variant+" "+results.FaultsName(c.Nemesis)] = c.Status + " " + c.Why
+	}
+	for _, tc := range []struct{ cell, want string }{
+		{"correct none", " "},
+		{"correct pause-holder", " "},
+		{"correct kill-client", "skipped kill-client aims at a failpoint inside acquire (redis setnx-expire's gap between SETNX and EXPIRE); redis/correct has none"},
+		{"setnx-expire kill-client", " "},
+		{"correct pause-nodes", "skipped pause-nodes stops a minority of the nodes; redis has 1 node, so it would stop none"},
+	} {
+		assert.Equal(t, tc.want, got[tc.cell], tc.cell)
+	}
+	var line []string
+	for _, c := range cells {
+		if c.Variant == "setnx-expire" && results.FaultsName(c.Nemesis) == "kill-client" {
+			line = c.cfg.Run.CommandLine
+		}
+	}
+	assert.Equal(t, []string{"lockcheck", "run", "--backend", "redis", "--variant", "setnx-expire", "--workload", "unfenced",
+		"--nemesis", "kill-client", "--time-limit", "15s", "--seed", "1"}, line, "each cell records the run command that repeats it")
+}
+
+func TestCompareBadInputIsOneLineAndExitTwo(t *testing.T) {
+	store := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown backend", []string{"--backends", "zookeeper"}, `--backends: unknown backend "zookeeper"`},
+		{"unknown variant", []string{"--backends", "redis/nope"}, `no variant "nope"`},
+		{"unknown workload", []string{"--workloads", "fenced,maybe"}, `unknown workload "maybe"`},
+		{"unknown fault", []string{"--nemesis", "none,meteor"}, `--nemesis: unknown nemesis "meteor"`},
+		{"bad time limit", []string{"--time-limit", "-1s"}, "--time-limit must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := lockcheck(append([]string{"compare", "--out", store}, tc.args...)...)
+			assert.Equal(t, exitUnknown, inv.code)
+			assert.Contains(t, inv.stderr, tc.want)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
+		})
+	}
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+}
+
+// TestCompareRunsTheMatrix runs two short cells on a real Redis.
+func TestCompareRunsTheMatrix(t *testing.T) {
+	t.Parallel()
+	store := t.TempDir()
+	inv := lockcheck("compare", "--out", store, "--seed", "1", "--backends", "redis", "--workloads", "unfenced",
+		"--nemesis", "none,pause-holder,kill-client", "--time-limit", "4s")
+	assert.Equal(t, exitInvalid, inv.code, "the paused holder loses updates: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	lines := strings.Split(strings.TrimSpace(inv.stdout), "\n")
+	require.NotEmpty(t, lines)
+	assert.Regexp(t, `^comparison: .*-compare/compare.html$`, lines[len(lines)-1])
+
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	dir := filepath.Join(store, entries[0].Name())
+	cmp, err := results.ReadComparison(dir)
+	require.NoError(t, err)
+	require.Len(t, cmp.Cells, 3)
+	none, paused, killed := cmp.Cells[0], cmp.Cells[1], cmp.Cells[2]
+	assert.Equal(t, results.CellRan, none.Status)
+	assert.Equal(t, checker.Valid, *none.Valid, none.Reason)
+	assert.Equal(t, results.CellRan, paused.Status)
+	assert.Equal(t, checker.Invalid, *paused.Valid)
+	assert.Positive(t, paused.Counts.LostUpdates)
+	assert.Equal(t, results.CellSkipped, killed.Status)
+	assert.NotEmpty(t, cmp.Finished)
+	for _, c := range cmp.Cells[:2] {
+		_, err := os.Stat(filepath.Join(dir, c.Dir, results.ReportFile))
+		assert.NoError(t, err, "the cell links a report that exists")
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dir, results.JUnitFile))
+	require.NoError(t, err)
+	var doc struct {
+		Suites []struct {
+			Name string `xml:"name,attr"`
+		} `xml:"testsuite"`
+		Failures int `xml:"failures,attr"`
+		Skipped  int `xml:"skipped,attr"`
+	}
+	require.NoError(t, xml.Unmarshal(raw, &doc))
+	assert.Len(t, doc.Suites, 3, "a suite per cell")
+	assert.Positive(t, doc.Failures)
+	assert.Equal(t, 1, doc.Skipped)
+	page, err := os.ReadFile(filepath.Join(dir, results.CompareReport))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), `<a href="`+paused.Dir+`/report.html"><span class="badge fail">false</span></a>`)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+func requireSentinel(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-sentinel"); err != nil {
+		t.Fatalf("redis-sentinel is not installed (run scripts/setup): %v", err)
+	}
+}
+
+func TestSentinelCorrectLockWithoutFaultsIsClean(t *testing.T) {
+	t.Parallel()
+	requireSentinel(t)
+	inv, res, dir := runLockcheck(t, "--backend", "sentinel", "--nemesis", "none", "--time-limit", "5s")
+	assert.Equal(t, exitValid, inv.code, inv.stdout)
+	c := res.Checks
+	assert.Zero(t, c.LeaseSafety.Violations)
+	assert.Zero(t, c.DoubleOwnership.Windows)
+	assert.Zero(t, c.Resource.LostUpdates+c.Resource.StaleWritesAccepted+c.Resource.StaleWritesRefused)
+	assert.Zero(t, c.Fencing.Regressions+c.Fencing.Duplicates)
+	assert.Greater(t, c.Liveness.Grants, 50)
+	h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+	require.NoError(t, err)
+	assert.Contains(t, nemesisEvents(h), "role redis-0 master", "the history says who was master from the start")
+}
+
+// The lost-lock recipe: the promoted replica never saw the grant, so a
+// second client is granted the lock while the first holds it, with the
+// same INCR fence; min-replicas-to-write 1 turns the grant into a refusal.
+func TestSentinelFailoverLostLock(t *testing.T) {
+	requireSentinel(t)
+	tests := []struct {
+		name      string
+		extra     []string
+		code      int
+		violation bool
+	}{
+		{"without mitigation the lock is granted twice", nil, exitInvalid, true},
+		{"min-replicas-to-write 1 refuses instead", []string{"--min-replicas-to-write", "1"}, exitValid, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--backend", "sentinel", "--nemesis", "failover-lost-lock", "--workload", "unfenced",
+				"--ttl", "10s", "--nemesis-interval", "3s", "--time-limit", "9s"}, tt.extra...)
+			inv, res, dir := runLockcheck(t, args...)
+			assert.Equal(t, tt.code, inv.code, inv.stdout)
+			c := res.Checks
+			h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+			require.NoError(t, err)
+			events := nemesisEvents(h)
+			assert.Contains(t, events, "cut-replicas redis-0 CLIENT KILL TYPE replica")
+			assert.True(t, hasPrefix(events, "switch-master "), "the failover happened: %v", events)
+			report, err := os.ReadFile(filepath.Join(dir, results.ReportFile))
+			require.NoError(t, err)
+			if tt.violation {
+				assert.GreaterOrEqual(t, c.LeaseSafety.Violations, 1)
+				assert.GreaterOrEqual(t, c.Fencing.Duplicates+c.Fencing.Regressions, 1)
+				assert.GreaterOrEqual(t, c.Resource.LostUpdates, 1)
+				assert.True(t, hasPrefix(events, "failpoint c"), "a client held the lock granted by redis-0 alone: %v", events)
+				require.NotEmpty(t, c.Fencing.Anomalies)
+				assert.Contains(t, c.Fencing.Anomalies[0].Cause, "INCR after failover")
+				assert.Contains(t, res.Reason, "INCR after failover")
+				assert.Contains(t, string(report), "INCR after failover", "the report names the failure")
+				return
+			}
+			assert.Equal(t, checker.Valid, res.Valid, res.Reason)
+			assert.Zero(t, c.LeaseSafety.Violations)
+			assert.Zero(t, c.Fencing.Duplicates+c.Fencing.Regressions)
+			assert.GreaterOrEqual(t, c.Liveness.AcquireRefused, 1, "the master refused the grant (NOREPLICAS)")
+			assert.Contains(t, string(report), "refused by the service", "the report shows the refusals")
+		})
+	}
+}
+
+func TestSentinelBadInputIsOneLineAndExitTwo(t *testing.T) {
+	store := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"failover fault without sentinel", []string{"--nemesis", "failover-kill"}, "--nemesis failover-kill needs a service that fails over by itself: add --backend sentinel"},
+		{"sentinel flag without sentinel", []string{"--min-replicas-to-write", "1"}, "--min-replicas-to-write applies to --backend sentinel only"},
+		{"too many replicas", []string{"--backend", "sentinel", "--min-replicas-to-write", "3"}, "the topology has 2 replicas, give 0 (off) to 2"},
+		{"no down-after", []string{"--backend", "sentinel", "--down-after", "0s"}, "--down-after 0s: give a positive whole number of milliseconds"},
+		{"lag in milliseconds", []string{"--backend", "sentinel", "--min-replicas-max-lag", "1500ms"}, "whole seconds"},
+		{"missing redis-sentinel", []string{"--backend", "sentinel", "--redis-sentinel", "/nonexistent/redis-sentinel"}, "/nonexistent/redis-sentinel not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := lockcheck(append([]string{"run", "--out", store}, tt.args...)...)
+			assert.Equal(t, exitUnknown, inv.code)
+			assert.Contains(t, inv.stderr, tt.want)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
+		})
+	}
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+}
+
+// nemesisEvents lists a history's nemesis events as "verb target detail".
+func nemesisEvents(h *history.History) []string {
+	var out []string
+	for _, e := range h.Events {
+		if e.Process == history.Nemesis && e.Value != nil {
+			out = append(out, strings.TrimSpace(e.F+" "+e.Value.Target+" "+e.Value.Detail))
+		}
+	}
+	return out
+}
+
+func hasPrefix(list []string, prefix string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}

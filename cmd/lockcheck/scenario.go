@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/scenario"
+)
+
+func newScenarioCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "scenario",
+		Short: "Reproduce incidents: exact timelines with expected outcomes",
+		Long: `A scenario fixes the backend, variant, workload, TTL and clients, gives an
+exact timeline of faults (at times, or when a client reaches a moment) and
+states which checks must fail and which must hold. lockcheck ships a
+catalogue, one scenario per failure its seed articles describe; a YAML file
+of your own reproduces your incident (see the README).`,
+	}
+	cmd.AddCommand(newScenarioListCmd(), newScenarioRunCmd())
+	return cmd
+}
+
+func newScenarioListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the shipped scenarios",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			all, err := scenario.Catalogue()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tBACKEND\tTITLE")
+			for _, f := range all {
+				fmt.Fprintf(w, "%s\t%s/%s\t%s\n", f.Name, f.Backend, f.Variant, f.Title)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newScenarioRunCmd() *cobra.Command {
+	var (
+		all      bool
+		file     string
+		out      string
+		programs = catalog.Programs{}
+	)
+	cmd := &cobra.Command{
+		Use:   "run [NAME ...]",
+		Short: "Run scenarios and compare what they show with what they expect",
+		Long: `run runs the named shipped scenarios, all of them (--all), or one from a
+YAML file (--file), prints expected against observed for each, and exits 0
+only when every expectation of every scenario is met (1 otherwise, 2 on an
+error). Each run writes a run directory like lockcheck run does; its report
+explains the scenario in the terms of the account it reproduces.`,
+		RunE: func(cmd *cobra.Command, names []string) error {
+			files, err := pickScenarios(names, all, file)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			for _, f := range files {
+				if _, err := harness.Preflight(f.Config(out, programs)); err != nil {
+					return fmt.Errorf("scenario %s: %w", f.Name, err)
+				}
+			}
+			failed := 0
+			for _, f := range files {
+				ok, err := runScenario(ctx, cmd.OutOrStdout(), f, out, programs)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					failed++
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\n%d passed, %d failed\n", len(files)-failed, failed)
+			if failed > 0 {
+				return exitError{exitInvalid}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "run every shipped scenario")
+	cmd.Flags().StringVar(&file, "file", "", "run the scenario in this YAML file")
+	cmd.Flags().StringVar(&out, "out", "store", "directory that holds run directories")
+	cmd.Flags().Var(programFlag{programs, "redis-server"}, "redis-server", "redis-server executable (looked up on PATH)")
+	return cmd
+}
+
+// programFlag sets one program of a Programs map from a flag.
+type programFlag struct {
+	p    catalog.Programs
+	name string
+}
+
+func (f programFlag) String() string     { return f.p.Path(f.name) }
+func (f programFlag) Set(v string) error { f.p[f.name] = v; return nil }
+func (f programFlag) Type() string       { return "path" }
+
+func pickScenarios(names []string, all bool, file string) ([]*scenario.File, error) {
+	switch {
+	case file != "" && (all || len(names) > 0):
+		return nil, errors.New("give --file, --all or scenario names, not several")
+	case file != "":
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		f, err := scenario.Parse(file, data)
+		if err != nil {
+			return nil, err
+		}
+		return []*scenario.File{f}, nil
+	}
+	shipped, err := scenario.Catalogue()
+	if err != nil {
+		return nil, err
+	}
+	if all {
+		return shipped, nil
+	}
+	if len(names) == 0 {
+		return nil, errors.New("name a scenario (lockcheck scenario list), or pass --all or --file FILE")
+	}
+	byName := map[string]*scenario.File{}
+	for _, f := range shipped {
+		byName[f.Name] = f
+	}
+	var out []*scenario.File
+	for _, n := range names {
+		f, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("no scenario %q (lockcheck scenario list shows them)", n)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// runScenario runs one scenario and prints expected against observed. It
+// reports whether every expectation was met.
+func runScenario(ctx context.Context, w io.Writer, f *scenario.File, out string, programs catalog.Programs) (bool, error) {
+	fmt.Fprintf(w, "\n== %s: %s\n", f.Name, f.Title)
+	o, err := scenario.Run(ctx, f, out, programs)
+	if err != nil {
+		return false, fmt.Errorf("scenario %s: %w", f.Name, err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "   \tEXPECTED\tOBSERVED\t")
+	for _, l := range o.Comparison.Lines {
+		mark := "ok"
+		for _, m := range o.Comparison.Mismatches {
+			if m == l {
+				mark = "MISMATCH"
+			}
+		}
+		fmt.Fprintf(tw, "   %s\t%s\t%s\t%s\n", l.What, l.Expected, l.Observed, mark)
+	}
+	tw.Flush()
+	verdict := "PASS"
+	if !o.Comparison.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "   %s  (verdict %s; report: %s/report.html)\n", verdict, o.Result.Valid, o.Dir)
+	return o.Comparison.OK(), nil
+}

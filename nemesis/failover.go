@@ -1,0 +1,423 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads"
+)
+
+func init() {
+	Faults["failover-kill"] = FailoverKill
+	Describe["failover-kill"] = "SIGKILL the master, let the sentinels promote a replica, restart the old master, which rejoins as a replica"
+	Faults["failover-pause"] = FailoverPause
+	Describe["failover-pause"] = "SIGSTOP the master until a replica is promoted, then SIGCONT it: for a while there are two masters"
+	Faults["failover-lost-lock"] = FailoverLostLock
+	Describe["failover-lost-lock"] = "cut the replicas off, let one client take the lock on the master alone, stop the master and fail over: the promoted replica never saw the grant. Needs a TTL well above the 2-3 s switch, e.g. --ttl 10s"
+}
+
+// FailoverFaults are the faults that need a service with automatic failover.
+var FailoverFaults = []string{"failover-kill", "failover-pause", "failover-lost-lock"}
+
+// NemCutReplicas is the nemesis verb of closing a master's replication
+// links (CLIENT KILL TYPE replica); Target is the master.
+const NemCutReplicas = "cut-replicas"
+
+// FailoverService is what the failover faults need of a lock service with
+// automatic failover (Redis Sentinel); its Targets.Service handle offers it.
+// Nodes are named as the targets are.
+type FailoverService interface {
+	// Master is the node the service names as master now.
+	Master(ctx context.Context) (string, error)
+	// Replicas names the data nodes other than master.
+	Replicas(master string) []string
+	// WaitReplicated waits until every replica has applied all of master's
+	// writes.
+	WaitReplicated(ctx context.Context, master string) error
+	// CutReplicas closes master's connections to its replicas.
+	CutReplicas(ctx context.Context, master string) error
+	// AwaitSwitch starts listening for a promotion away from `from`; wait
+	// blocks until one comes and names the promoted node, or gives up
+	// after the longest a failover can take. Listening ends when wait
+	// returns or ctx ends.
+	AwaitSwitch(ctx context.Context, from string) (wait func() (string, error), err error)
+	// WaitReplicaOf waits until node is a connected replica of master.
+	WaitReplicaOf(ctx context.Context, node, master string) error
+}
+
+// ErrNoFailover means the backend has no automatic failover to exercise.
+var ErrNoFailover = errors.New("the lock service has no automatic failover (the failover faults need --backend sentinel)")
+
+// Bounds of the failover faults' waits.
+const (
+	// rejoinWait bounds the wait for an old master to rejoin as a
+	// replica; the sentinels convert it about ten seconds after it is back.
+	rejoinWait = 30 * time.Second
+	// quiesceWait bounds parking every client before its next acquire and
+	// the replicas catching up; a client stuck in an operation takes up to
+	// its operation timeout.
+	quiesceWait = 5 * time.Second
+	// grantWait bounds the wait for a client to be granted the lock and
+	// reach its write. A master that refuses writes (NOREPLICAS under
+	// min-replicas-to-write) grants nothing, and the recipe goes on without
+	// a holder.
+	grantWait = 3 * time.Second
+)
+
+// FailoverKill kills the master, waits for the sentinels to promote a
+// replica, restarts the old master (empty: the nodes keep no data on disk)
+// and waits for it to rejoin as a replica of the new one.
+func FailoverKill(ctx context.Context, env *Env) error {
+	svc, master, err := failoverMaster(ctx, env)
+	if err != nil || master == nil {
+		return err
+	}
+	old, ok := master.(Restarter)
+	if !ok {
+		return fmt.Errorf("master %s cannot be restarted", master.Name())
+	}
+	swCtx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	wait, err := svc.AwaitSwitch(swCtx, old.Name())
+	if err != nil {
+		return err
+	}
+	pid := old.PID()
+	if err := old.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	env.Record(history.NemKill, history.Value{Target: old.Name(), PID: pid, Detail: "master"})
+	promoted, switchErr := wait()
+	// Even when the run is ending the node must come back: teardown and the
+	// end-of-run inspection expect every node up.
+	if err := old.Restart(context.WithoutCancel(ctx), false); err != nil {
+		return err
+	}
+	env.Record(history.NemStart, history.Value{Target: old.Name(), PID: old.PID(), Detail: "data lost"})
+	if switchErr != nil {
+		return ignoreDeadline(switchErr)
+	}
+	awaitRejoin(ctx, svc, old.Name(), promoted)
+	return nil
+}
+
+// FailoverPause stops the master until the sentinels have promoted a
+// replica, then continues it. Until the sentinels turn it into a replica
+// the old master still takes writes from whoever reaches it.
+func FailoverPause(ctx context.Context, env *Env) error {
+	svc, master, err := failoverMaster(ctx, env)
+	if err != nil || master == nil {
+		return err
+	}
+	swCtx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	wait, err := svc.AwaitSwitch(swCtx, master.Name())
+	if err != nil {
+		return err
+	}
+	pid := master.PID()
+	if err := master.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	env.Record(history.NemPause, history.Value{Target: master.Name(), PID: pid, Detail: "until a replica is promoted"})
+	promoted, switchErr := wait()
+	err = master.Signal(syscall.SIGCONT)
+	env.Record(history.NemResume, history.Value{Target: master.Name(), PID: pid})
+	if err != nil || switchErr != nil {
+		return errors.Join(err, ignoreDeadline(switchErr))
+	}
+	awaitRejoin(ctx, svc, master.Name(), promoted)
+	return nil
+}
+
+// FailoverLostLock is the deterministic lost lock of DESIGN.md's field
+// notes, aimed at the moment a client has just acquired:
+//
+//  1. every client is held before its next acquire, so the lock is free,
+//     and the replicas catch up with the master;
+//  2. both replicas are stopped and the master's links to them closed (a
+//     stopped replica alone is not enough: the write would wait in the
+//     socket buffer and arrive when it continues);
+//  3. one client, A, is let go: the master alone grants it the lock and its
+//     INCR fence, and A is held just before its write;
+//  4. the master is stopped and the replicas continued; the sentinels
+//     promote one that never saw A's grant;
+//  5. the other clients are let go; the first granted the lock by the new
+//     master, B, is held before its write too: A and B both hold it, with
+//     the same fence;
+//  6. A and B write, and the old master is continued, to rejoin as a
+//     replica.
+//
+// With min-replicas-to-write the master refuses A's SET (NOREPLICAS) and
+// the recipe goes on without a holder: nothing is granted twice.
+func FailoverLostLock(ctx context.Context, env *Env) error {
+	svc, master, err := failoverMaster(ctx, env)
+	if err != nil || master == nil {
+		return err
+	}
+	var replicas []Target
+	for _, name := range svc.Replicas(master.Name()) {
+		r := findNode(env, name)
+		if r == nil {
+			return fmt.Errorf("the service names %s, which is none of its nodes", name)
+		}
+		replicas = append(replicas, r)
+	}
+	clients := env.Targets.Clients()
+	if len(clients) < 2 {
+		return nil // nobody to hold the lock twice
+	}
+	h := &healer{env: env}
+	defer h.heal()
+
+	// 1. Quiesce.
+	qctx, cancel := context.WithTimeout(ctx, quiesceWait)
+	leaves := parkEach(qctx, clients, workloads.FailpointBeforeAcquire)
+	cancel()
+	for _, leave := range leaves {
+		if leave != nil {
+			h.onHeal(leave)
+		}
+	}
+	for _, leave := range leaves {
+		if leave == nil {
+			return nil // a client could not be held (stuck in an operation): next step
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, quiesceWait)
+	err = svc.WaitReplicated(rctx, master.Name())
+	cancel()
+	if err != nil {
+		return nil // the replicas are not all in sync (an old master still rejoining): next step
+	}
+	swCtx, stopListening := context.WithCancel(ctx)
+	defer stopListening()
+	wait, err := svc.AwaitSwitch(swCtx, master.Name())
+	if err != nil {
+		return err
+	}
+
+	// 2. Cut the replicas off.
+	for _, r := range replicas {
+		if err := h.stop(r, "cut off from "+master.Name()); err != nil {
+			return err
+		}
+	}
+	if err := svc.CutReplicas(ctx, master.Name()); err != nil {
+		return err
+	}
+	env.Record(NemCutReplicas, history.Value{Target: master.Name(), Detail: "CLIENT KILL TYPE replica"})
+
+	// 3. A takes the lock on the master alone.
+	ai := env.Rand.IntN(len(clients))
+	a, leaveA := parkFirst(ctx, clients[ai:ai+1], workloads.FailpointBeforeWrite, leaves[ai:ai+1])
+	if a != nil {
+		h.onHeal(leaveA)
+		env.Record(history.NemFailpoint, history.Value{Target: a.Name(), Failpoint: workloads.FailpointBeforeWrite,
+			Detail: "granted the lock by " + master.Name() + " alone"})
+	}
+
+	// 4. Fail over to a replica that never saw the grant.
+	if err := h.stop(master, "until a replica is promoted"); err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		if err := h.cont(r); err != nil {
+			return err
+		}
+	}
+	promoted, err := wait()
+	if err != nil {
+		return ignoreDeadline(err)
+	}
+
+	// 5. B takes the lock on the new master while A holds it.
+	others := append(append([]Client(nil), clients[:ai]...), clients[ai+1:]...)
+	otherLeaves := append(append([]func(){}, leaves[:ai]...), leaves[ai+1:]...)
+	b, leaveB := parkFirst(ctx, others, workloads.FailpointBeforeWrite, otherLeaves)
+	if b != nil {
+		detail := "granted the lock by " + promoted
+		if a != nil {
+			detail += " while " + a.Name() + " holds it"
+		}
+		env.Record(history.NemFailpoint, history.Value{Target: b.Name(), Failpoint: workloads.FailpointBeforeWrite, Detail: detail})
+	}
+
+	// 6. Both write; the old master comes back.
+	if leaveA != nil {
+		leaveA()
+	}
+	if leaveB != nil {
+		leaveB()
+	}
+	if err := h.cont(master); err != nil {
+		return err
+	}
+	awaitRejoin(ctx, svc, master.Name(), promoted)
+	return nil
+}
+
+// failoverMaster finds the service's failover handle and the master's
+// target. A nil target with no error means there is no agreed master right
+// now (a failover in progress): the next step tries again.
+func failoverMaster(ctx context.Context, env *Env) (FailoverService, Target, error) {
+	svc, ok := env.Targets.Service().(FailoverService)
+	if !ok {
+		return nil, nil, ErrNoFailover
+	}
+	askCtx, cancel := context.WithTimeout(ctx, quiesceWait)
+	name, err := svc.Master(askCtx)
+	cancel()
+	if err != nil {
+		return nil, nil, nil
+	}
+	t := findNode(env, name)
+	if t == nil {
+		return nil, nil, fmt.Errorf("the service names %s as master, which is none of its nodes", name)
+	}
+	return svc, t, nil
+}
+
+func findNode(env *Env, name string) Target {
+	for _, n := range env.Targets.Nodes() {
+		if n.Name() == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// awaitRejoin waits, within rejoinWait, for an old master to rejoin as a
+// replica of the promoted node, so that the next fault finds the service
+// whole. A slow rejoin is the service's business, not the fault's failure:
+// the watcher records the role whenever it changes.
+func awaitRejoin(ctx context.Context, svc FailoverService, old, promoted string) {
+	rctx, cancel := context.WithTimeout(ctx, rejoinWait)
+	defer cancel()
+	svc.WaitReplicaOf(rctx, old, promoted) //nolint:errcheck // see above
+}
+
+// healer undoes what a fault did so far, whichever way it ends: stopped
+// nodes are continued and held clients let go.
+type healer struct {
+	env     *Env
+	stopped []Target
+	undo    []func()
+}
+
+// stop SIGSTOPs t and records it.
+func (h *healer) stop(t Target, detail string) error {
+	pid := t.PID()
+	if err := t.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	h.stopped = append(h.stopped, t)
+	h.env.Record(history.NemPause, history.Value{Target: t.Name(), PID: pid, Detail: detail})
+	return nil
+}
+
+// cont SIGCONTs a target stopped by stop and records it.
+func (h *healer) cont(t Target) error {
+	for i, s := range h.stopped {
+		if s == t {
+			h.stopped = append(h.stopped[:i], h.stopped[i+1:]...)
+			break
+		}
+	}
+	err := t.Signal(syscall.SIGCONT)
+	h.env.Record(history.NemResume, history.Value{Target: t.Name(), PID: t.PID()})
+	return err
+}
+
+// onHeal adds an undo step; steps must be safe to run twice.
+func (h *healer) onHeal(f func()) { h.undo = append(h.undo, f) }
+
+func (h *healer) heal() {
+	for len(h.stopped) > 0 {
+		h.cont(h.stopped[0]) //nolint:errcheck // best effort; teardown continues every process anyway
+	}
+	for _, f := range h.undo {
+		f()
+	}
+}
+
+// parkEach holds every client at failpoint, in parallel, until ctx ends.
+// The result has each client's leave, or nil for one that was not held.
+// Every leave is safe to call twice.
+func parkEach(ctx context.Context, clients []Client, failpoint string) []func() {
+	leaves := make([]func(), len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if leave := parkRetrying(ctx, c, failpoint); leave != nil {
+				leaves[i] = sync.OnceFunc(leave)
+			}
+		}()
+	}
+	wg.Wait()
+	return leaves
+}
+
+// parkFirst arms failpoint in every candidate, lets them go on from where
+// they are held (start, one leave per candidate), and returns the first to
+// be held at failpoint, within grantWait, with its leave (safe to call
+// twice). The others are disarmed, and let go if they were held meanwhile.
+// A candidate let go before its arming reached it passes the failpoint once
+// and is held on its next round.
+func parkFirst(ctx context.Context, candidates []Client, failpoint string, start []func()) (Client, func()) {
+	type held struct {
+		c     Client
+		leave func()
+	}
+	ctx, cancel := context.WithTimeout(ctx, grantWait)
+	defer cancel()
+	found := make(chan held, len(candidates))
+	var wg sync.WaitGroup
+	for _, c := range candidates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if leave := parkRetrying(ctx, c, failpoint); leave != nil {
+				found <- held{c, sync.OnceFunc(leave)}
+			}
+		}()
+	}
+	for _, leave := range start {
+		leave()
+	}
+	var first held
+	select {
+	case first = <-found:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	close(found)
+	for extra := range found {
+		extra.leave()
+	}
+	return first.c, first.leave
+}
+
+// parkRetrying holds c at failpoint, arming it again each time c leaves its
+// hold without reaching it, until ctx ends; nil when it never got there.
+func parkRetrying(ctx context.Context, c Client, failpoint string) func() {
+	for {
+		leave, err := c.ParkAt(ctx, failpoint)
+		switch {
+		case err == nil:
+			return leave
+		case !errors.Is(err, ErrMissed):
+			return nil
+		}
+		// A client that exited misses at once; do not spin on it.
+		sleepCtx(ctx, 5*time.Millisecond)
+	}
+}

@@ -1,0 +1,221 @@
+package results
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// IndexEntry is one row of the store's index: a run or a comparison.
+type IndexEntry struct {
+	Kind     string // "run" or "compare"
+	Time     time.Time
+	Path     string // the folder, relative to the store, with forward slashes
+	Href     string // its page, relative to the store's root URL
+	Backend  string
+	Workload string
+	Faults   string
+	Verdict  string // true, false, unknown, "not checked"; for a comparison its tally
+	Class    string // colour: pass, fail, unknown, skipped
+	Summary  string // the reason in one sentence
+	Parent   string // the comparison a run belongs to, if any
+}
+
+// ScanStore lists the runs and comparisons under store, newest first: every
+// run directory at its top, and each comparison followed by the runs of its
+// cells. A folder that cannot be read is listed with what is known of it,
+// never dropped.
+func ScanStore(store string) ([]IndexEntry, error) {
+	entries, err := os.ReadDir(store)
+	if err != nil {
+		return nil, err
+	}
+	var out []IndexEntry
+	groupTime := map[string]time.Time{} // a comparison's time, which its runs sort by
+	for _, e := range entries {
+		// Symlinks (latest) point at folders listed under their own name.
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(store, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, CompareResults)); err == nil {
+			ce := compareEntry(dir, e.Name())
+			groupTime[ce.Path] = ce.Time
+			out = append(out, ce)
+			subs, _ := os.ReadDir(dir)
+			for _, s := range subs {
+				if s.IsDir() && isRunDir(filepath.Join(dir, s.Name())) {
+					out = append(out, runEntry(filepath.Join(dir, s.Name()), e.Name()+"/"+s.Name(), e.Name()))
+				}
+			}
+			continue
+		}
+		if isRunDir(dir) {
+			out = append(out, runEntry(dir, e.Name(), ""))
+		}
+	}
+	group := func(e IndexEntry) time.Time {
+		if e.Parent != "" {
+			return groupTime[e.Parent]
+		}
+		return e.Time
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		gi, gj := group(out[i]), group(out[j])
+		switch {
+		case !gi.Equal(gj):
+			return gi.After(gj)
+		case (out[i].Parent == "") != (out[j].Parent == ""):
+			return out[i].Parent == "" // the comparison before its runs
+		}
+		return out[i].Path < out[j].Path
+	})
+	return out, nil
+}
+
+func isRunDir(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, HistoryFile))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// folderTime reads the time a folder's name starts with, as NewRunDir and
+// NewCompareDir write it, or falls back to its modification time.
+func folderTime(dir, name string) time.Time {
+	if len(name) >= 15 {
+		if t, err := time.ParseInLocation("20060102-150405", name[:15], time.Local); err == nil {
+			return t
+		}
+	}
+	if fi, err := os.Stat(dir); err == nil {
+		return fi.ModTime()
+	}
+	return time.Time{}
+}
+
+func pageHref(rel, file string) string {
+	return (&url.URL{Path: rel + "/" + file}).String()
+}
+
+func runEntry(dir, rel, parent string) IndexEntry {
+	e := IndexEntry{Kind: "run", Time: folderTime(dir, filepath.Base(dir)), Path: rel, Parent: parent,
+		Href: pageHref(rel, ReportFile), Verdict: "not checked", Class: "skipped"}
+	r, err := ReadResults(dir)
+	if err != nil {
+		e.Summary = "no results: the run is still going, was killed before its check, or its results cannot be read (lockcheck check " + rel + " writes them)"
+		e.Href = (&url.URL{Path: rel + "/"}).String()
+		return e
+	}
+	e.Backend = r.Backend
+	if r.Variant != "" {
+		e.Backend += "/" + r.Variant
+	}
+	e.Workload, e.Faults = r.Workload, FaultsName(r.Nemesis)
+	e.Verdict, e.Class, e.Summary = r.Valid.String(), verdictClass(r.Valid), r.Reason
+	return e
+}
+
+func compareEntry(dir, rel string) IndexEntry {
+	e := IndexEntry{Kind: "compare", Time: folderTime(dir, filepath.Base(dir)), Path: rel,
+		Href: pageHref(rel, CompareReport), Backend: "", Verdict: "unreadable", Class: "unknown"}
+	c, err := ReadComparison(dir)
+	if err != nil {
+		e.Summary = err.Error()
+		return e
+	}
+	v := newCompareView(c)
+	var backends, workloads, faults []string
+	seen := map[string]bool{}
+	for _, cell := range c.Cells {
+		for _, x := range []struct {
+			list *[]string
+			s    string
+		}{{&backends, cell.Backend}, {&workloads, cell.Workload}, {&faults, FaultsName(cell.Nemesis)}} {
+			if !seen[x.s] {
+				seen[x.s] = true
+				*x.list = append(*x.list, x.s)
+			}
+		}
+	}
+	e.Backend, e.Workload, e.Faults = strings.Join(backends, ", "), strings.Join(workloads, ", "), strings.Join(faults, ", ")
+	e.Verdict, e.Summary = "comparison", v.Totals
+	e.Class = "notice"
+	return e
+}
+
+//go:embed index.html.tmpl
+var indexTemplateText string
+
+var indexTemplate = template.Must(template.New("index").Parse(indexTemplateText))
+
+//go:embed index.js
+var indexScriptText string
+
+type indexView struct {
+	CSP      string
+	Store    string
+	Entries  []IndexEntry
+	Backends []string
+	Script   template.JS
+}
+
+// WriteIndex writes the store's index page: every run and comparison,
+// colour-coded, filterable, each linking to its page.
+func WriteIndex(w io.Writer, store string, entries []IndexEntry) error {
+	v := indexView{CSP: contentPolicy(indexScriptText), Store: store, Entries: entries, Script: template.JS(indexScriptText)}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		if e.Kind == "run" && e.Backend != "" && !seen[e.Backend] {
+			seen[e.Backend] = true
+			v.Backends = append(v.Backends, e.Backend)
+		}
+	}
+	sort.Strings(v.Backends)
+	return indexTemplate.Execute(w, v)
+}
+
+// StoreHandler serves a store: the index at /, and every file under the
+// store (reports, histories, logs) as it is.
+func StoreHandler(store string) http.Handler {
+	files := http.FileServer(http.Dir(store))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "lockcheck serve only reads", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if r.URL.Path == "/favicon.ico" {
+			// Browsers ask every site for one; a store has none, and a 404
+			// would be an error in the console of every page.
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if r.URL.Path != "/" {
+			files.ServeHTTP(w, r)
+			return
+		}
+		entries, err := ScanStore(store)
+		if errors.Is(err, fs.ErrNotExist) {
+			http.Error(w, fmt.Sprintf("the store %s does not exist any more", store), http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := WriteIndex(w, store, entries); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+}

@@ -1,0 +1,115 @@
+package results
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// titlesOf lists the titles of a class of timeline shapes.
+func titlesOf(svg, class string) []string {
+	re := regexp.MustCompile(`class="` + regexp.QuoteMeta(class) + `"[^>]*><title>([^<]*)</title>`)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(svg, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func TestTimelineNodeLanes(t *testing.T) {
+	h := storyHistory(plain)
+	svg := svgOf(t, renderReport(t, h, checker.Check(h, nil, checker.Options{})))
+
+	lanes := regexp.MustCompile(`class="lane-label lane-(\w+)" x="6" y="[0-9.]+">([^<]*)<`).FindAllStringSubmatch(svg, -1)
+	var got []string
+	for _, l := range lanes {
+		got = append(got, l[1]+" "+l[2])
+	}
+	// plain's clock target is c0, a client: a client is never a node lane.
+	assert.Equal(t, []string{"nemesis nemesis", "node redis-0", "node redis-1", "node redis-2",
+		"client c0", "client c1", "client c2", "client c3"}, got)
+
+	for _, tc := range []struct {
+		class string
+		want  []string
+	}{
+		{"node-paused", []string{"redis-2 paused from 5.000 s to 6.000 s"}},
+		{"node-killed", []string{"redis-1 killed from 10.000 s to 11.000 s"}},
+		{"node-role", []string{"redis-0 master from 0.500 s to 30.000 s", "redis-1 replica of redis-0 from 0.500 s to 11.500 s",
+			"redis-1 master from 11.500 s to 30.000 s"}},
+		{"node-event", []string{"start redis-1 at 11.000 s: restarted: data wiped", "switch-master redis-1 at 11.500 s: redis-0 -&gt; redis-1"}},
+	} {
+		assert.ElementsMatch(t, tc.want, titlesOf(svg, tc.class), tc.class)
+	}
+}
+
+func TestTimelineNodeClock(t *testing.T) {
+	h := storyHistory(hostile{key: "lock-0", target: "redis-2", errText: "busy"})
+	// The scenario's verb says "clock offset +5s"; a second jump ends the first.
+	extra := []history.Event{
+		{Time: at(15_000), Process: history.Nemesis, Type: history.Info, F: "clock", Value: &history.Value{Target: "redis-0", Detail: "clock offset +5s"}},
+		{Time: at(16_000), Process: history.Nemesis, Type: history.Info, F: "clock", Value: &history.Value{Target: "redis-0", Detail: "clock offset -2s"}},
+		{Time: at(17_000), Process: history.Nemesis, Type: history.Info, F: "clock", Value: &history.Value{Target: "redis-0", Detail: "clock offset +0s"}},
+	}
+	for _, e := range extra {
+		e.Index = int64(len(h.Events))
+		h.Events = append(h.Events, e)
+	}
+	tl := newTimeline(h, &checker.Result{}, spanOf(h, &checker.Result{}))
+	var clocks []string
+	for _, b := range tl.Bars {
+		if b.Class == "node-clock" {
+			clocks = append(clocks, b.Title)
+		}
+	}
+	assert.Equal(t, []string{
+		"redis-2 clock +20s from 12.000 s to 14.000 s",
+		"redis-0 clock +5s from 15.000 s to 16.000 s",
+		"redis-0 clock -2s from 16.000 s to 17.000 s",
+	}, clocks, "a reset, or an offset of zero, puts the clock back")
+}
+
+func TestTimelineShapesCarryTheirTimes(t *testing.T) {
+	page := renderReport(t, sampleHistory(plain, "unfenced"), badResult(plain))
+	svg := svgOf(t, page)
+	// Every shape the script moves says where it is in time; the lanes and
+	// the axis (which the script redraws) do not.
+	assert.Contains(t, svg, `id="tl-double_ownership-1" class="window" x="398.3" y="6" width="51.4" height="100" data-a="0.52" data-b="0.6"`)
+	assert.Contains(t, svg, `class="write-refused" d="M-3.0 73.0l6 6m0 -6l-6 6" transform="translate(649.6 0)" data-a="0.911"`)
+	assert.Contains(t, svg, `data-plotx="64" data-plotw="900" data-ploty="6" data-axisy="106" data-span="1.4"`)
+	body := svg[strings.Index(svg, `clip-path="url(#tl-clip)"`):]
+	for _, tag := range regexp.MustCompile(`<(rect|path|text) [^>]*>`).FindAllString(body, -1) {
+		assert.Contains(t, tag, "data-a=", "a timed shape: %s", tag)
+	}
+}
+
+func TestCharts(t *testing.T) {
+	h := lockCycles(4, 400, 40e9)
+	res := &checker.Result{Span: checker.Interval{Start: t0, End: t0 + 40e9},
+		Faults: []checker.Fault{{Kind: history.NemPause, Target: "c1", Start: t0 + 10e9, End: t0 + 11e9}}}
+	c := newCharts(h, res, res.Span)
+	require.NotNil(t, c)
+	// lockCycles: acquire takes 1/8 of a 100 ms step, a write 2/8, a release 1/8.
+	assert.Equal(t, []quantileRow{
+		{Op: "acquire granted", Count: 400, P50: "12.5", P90: "12.5", P99: "12.5", P999: "12.5", Max: "12.5", Mean: "12.5"},
+		{Op: "release", Count: 400, P50: "12.5", P90: "12.5", P99: "12.5", P999: "12.5", Max: "12.5", Mean: "12.5"},
+		{Op: "write", Count: 400, P50: "25", P90: "25", P99: "25", P999: "25", Max: "25", Mean: "25"},
+	}, c.Quantiles)
+	assert.Len(t, c.Grants.Bars, 40, "a bar per second")
+	assert.Equal(t, "0 s to 1 s: 10 grants (10.0/s)", c.Grants.Bars[0].Title)
+	assert.Len(t, c.Grants.Bands, 1, "the pause is shaded")
+	assert.Len(t, c.Latency.Paths, 4, "a range and a median path for acquire and release")
+	assert.Contains(t, c.Notes[0], "each column is 133.33 ms of the run")
+
+	long := lockCycles(2, 1000, 1200e9)
+	res.Span = checker.Interval{Start: t0, End: t0 + 1200e9}
+	c = newCharts(long, res, res.Span)
+	assert.LessOrEqual(t, len(c.Grants.Bars), maxRateBars, "a long run is aggregated")
+	assert.Contains(t, c.Notes, "Grants: each bar is 5 s of the run, shown as a rate per second.")
+}

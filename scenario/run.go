@@ -1,0 +1,94 @@
+package scenario
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"sort"
+	"time"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
+)
+
+//go:embed catalog/*.yaml
+var shipped embed.FS
+
+// Catalogue parses every scenario shipped inside the binary, by name.
+func Catalogue() ([]*File, error) {
+	entries, err := fs.ReadDir(shipped, "catalog")
+	if err != nil {
+		return nil, err
+	}
+	var out []*File
+	for _, e := range entries {
+		data, err := shipped.ReadFile(path.Join("catalog", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		f, err := Parse(e.Name(), data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Config is the harness configuration that runs the scenario.
+func (f *File) Config(out string, programs catalog.Programs) harness.Config {
+	ttl := f.TTL.D()
+	params := map[string]string{}
+	for k, v := range f.Params {
+		params[k] = v
+	}
+	if f.Watchdog {
+		params[workloads.ParamWatchdog] = "true"
+	}
+	return harness.Config{
+		Run: history.RunConfig{
+			Backend: f.Backend, Variant: f.Variant, Workload: f.Workload, FenceSource: f.FenceSource,
+			Nemesis: []string{"script"}, Seed: 1, Clients: f.Clients, Keys: 1, TTLms: ttl.Milliseconds(),
+			TimeLimitMs: f.TimeLimit.D().Milliseconds(), PauseMs: (2 * ttl).Milliseconds(), Think: f.Think,
+			CommandLine: []string{"lockcheck", "scenario", "run", f.Name},
+			Params:      params,
+			Scenario:    &history.ScenarioInfo{Name: f.Name, Title: f.Title, Source: f.Source, Explain: f.Explain},
+		},
+		Out: out, Programs: programs, TTL: ttl, Limit: f.TimeLimit.D(), Pause: 2 * ttl,
+		Interval: f.TimeLimit.D(), Think: f.Think, Retry: 10 * time.Millisecond, OpTimeout: time.Second,
+		Script: f.Actions(), Logger: slog.Default(),
+	}
+}
+
+// Outcome is what running a scenario showed.
+type Outcome struct {
+	Dir        string
+	Result     *checker.Result
+	History    *history.History
+	Comparison Comparison
+}
+
+// Run runs the scenario, checks it and compares the result with the
+// expectations.
+func Run(ctx context.Context, f *File, out string, programs catalog.Programs) (Outcome, error) {
+	run, err := harness.Run(ctx, f.Config(out, programs))
+	if err != nil {
+		return Outcome{Dir: run.Dir}, err
+	}
+	if run.Interrupted {
+		return Outcome{Dir: run.Dir}, fmt.Errorf("scenario %s was interrupted", f.Name)
+	}
+	h, res, err := results.CheckDir(run.Dir, checker.Options{})
+	if err != nil {
+		return Outcome{Dir: run.Dir}, err
+	}
+	return Outcome{Dir: run.Dir, Result: res, History: h, Comparison: f.Compare(res)}, nil
+}
