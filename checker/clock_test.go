@@ -67,9 +67,10 @@ func TestClockFaultsAreIntervals(t *testing.T) {
 // the jump on the node both majorities share, not the pauses around it.
 func TestLeaseViolationBlamesTheNodeThatForgot(t *testing.T) {
 	tests := []struct {
-		name   string
-		faults func(b *builder)
-		want   string
+		name    string
+		faults  func(b *builder)
+		unnamed bool // the grants do not name their nodes (redsync)
+		want    string
 	}{
 		{
 			name: "clock jump on the shared node",
@@ -85,21 +86,40 @@ func TestLeaseViolationBlamesTheNodeThatForgot(t *testing.T) {
 			},
 			want: "after redlock-3 was killed",
 		},
+		{
+			name: "grants that do not name their nodes pass over the stopped ones",
+			faults: func(b *builder) {
+				b.nemesis(20, history.NemClockJump, "redlock-3", "", "+20s")
+			},
+			unnamed: true,
+			want:    "after redlock-3's clock jumped +20s",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			nodes := func(names ...string) []string {
+				if tt.unnamed {
+					return nil
+				}
+				return names
+			}
 			b := newBuilder("unfenced")
 			b.nemesis(0, history.NemPause, "redlock-4", "", "").nemesis(0, history.NemPause, "redlock-5", "", "")
-			b.grantOn(0, 1, 10, "redlock-1", "redlock-2", "redlock-3")
+			b.grantOn(0, 1, 10, nodes("redlock-1", "redlock-2", "redlock-3")...)
 			tt.faults(b)
 			b.nemesis(25, history.NemKill, "redlock-4", "", "").nemesis(25, history.NemKill, "redlock-5", "", "")
 			b.nemesis(30, history.NemStart, "redlock-4", "", "").nemesis(30, history.NemStart, "redlock-5", "", "")
-			b.grantOn(1, 35, 36, "redlock-3", "redlock-4", "redlock-5")
+			b.grantOn(1, 35, 36, nodes("redlock-3", "redlock-4", "redlock-5")...)
 			b.release(0, 50, 51).release(1, 60, 61)
 			r := b.check(t)
 			require.Equal(t, 1, r.Checks.LeaseSafety.Violations)
-			assert.Equal(t, []string{"redlock-3", "redlock-4", "redlock-5"}, r.Checks.LeaseSafety.Evidence[0].Later.Nodes)
-			assert.Contains(t, r.Reason, "c1 was granted lock-0 at")
+			assert.Equal(t, nodes("redlock-3", "redlock-4", "redlock-5"), r.Checks.LeaseSafety.Evidence[0].Later.Nodes)
+			if tt.unnamed {
+				assert.Contains(t, r.Reason, "c1 was granted lock-0 at 0.04s while c0's lease was certainly live")
+			} else {
+				assert.Contains(t, r.Reason, "c1 was granted lock-0 on redlock-3, redlock-4 and redlock-5 at 0.04s "+
+					"while c0's lease on redlock-1, redlock-2 and redlock-3 was certainly live")
+			}
 			assert.Contains(t, r.Reason, tt.want)
 		})
 	}

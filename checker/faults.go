@@ -116,12 +116,22 @@ func forgets(f Fault) bool {
 // leaseFault picks, among the faults in force during a lease violation, the
 // one that explains it: a fault that made a node forget the earlier grant's
 // key, preferring a node that also granted the later one (the node both
-// majorities share), else the latest fault.
+// majorities share), else the latest fault. When the grants do not name
+// their nodes (a library that does not say), a node that was stopped all
+// through the earlier acquire cannot have granted it and is passed over.
 func leaseFault(fs []Fault, v LeaseViolation) *Fault {
+	granted := func(node string) bool {
+		if len(v.Earlier.Nodes) > 0 {
+			return slices.Contains(v.Earlier.Nodes, node)
+		}
+		return !slices.ContainsFunc(fs, func(p Fault) bool {
+			return p.Kind == history.NemPause && p.Target == node && p.Start <= v.Earlier.Invoke && p.End >= v.Earlier.OK
+		})
+	}
 	var onEarlier *Fault
 	for i := len(fs) - 1; i >= 0; i-- {
 		f := &fs[i]
-		if !forgets(*f) || !slices.Contains(v.Earlier.Nodes, f.Target) {
+		if !forgets(*f) || !granted(f.Target) {
 			continue
 		}
 		if slices.Contains(v.Later.Nodes, f.Target) {

@@ -75,7 +75,8 @@ func (x explainer) anomalies() []string {
 }
 
 func (x explainer) leaseViolation(v LeaseViolation) string {
-	s := fmt.Sprintf("%s was granted %s at %s while %s's lease was certainly live", v.Later.Process, v.Key, x.at(v.Later.OK), v.Earlier.Process)
+	s := fmt.Sprintf("%s was granted %s%s at %s while %s's lease%s was certainly live",
+		v.Later.Process, v.Key, onNodes(v.Later.Nodes), x.at(v.Later.OK), v.Earlier.Process, onNodes(v.Earlier.Nodes))
 	if v.Earlier.CertainEnd <= x.r.Span.End {
 		s += " until " + x.at(v.Earlier.CertainEnd)
 	}
@@ -83,6 +84,15 @@ func (x explainer) leaseViolation(v LeaseViolation) string {
 		s += " (" + faultPhrase(*f) + ")"
 	}
 	return s
+}
+
+// onNodes names the nodes a multi-node lock was won on: " on redlock-1,
+// redlock-2 and redlock-3", or nothing.
+func onNodes(nodes []string) string {
+	if len(nodes) == 0 {
+		return ""
+	}
+	return " on " + joinAnd(nodes)
 }
 
 // harm is the first write the resource should not have taken: a lost update

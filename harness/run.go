@@ -232,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	nemDone := make(chan error, 1)
 	go func() {
 		env := nemesis.Env{
-			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL,
+			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
 			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Params: cfg.Run.Params,
 		}
 		if cfg.Script != nil {

@@ -151,9 +151,9 @@ func TestFailoverKillPromotesAReplica(t *testing.T) {
 	assert.True(t, rec.has("switch-master "+promoted+" redis-0 -> "+promoted), "the promotion is an event")
 	assert.Eventually(t, func() bool { return rec.has("role redis-0 replica of " + promoted) }, 5*time.Second, 20*time.Millisecond,
 		"the old master's new role is an event")
-	switchTime := rec.at("switch-master "+promoted).Sub(rec.at("kill redis-0"))
+	switchTime := rec.at("switch-master " + promoted).Sub(rec.at("kill redis-0"))
 	t.Logf("switch took %s", switchTime)
-	assert.Less(t, switchTime, 6*time.Second, "with down-after 1s a switch takes 2-3 s")
+	assert.Less(t, switchTime, 8*time.Second, "with down-after 1s a switch takes 2-3 s")
 }
 
 // failover-pause: while the old master is continued and not yet converted,
@@ -197,7 +197,7 @@ func TestFailoverPauseLeavesTwoMasters(t *testing.T) {
 	assert.True(t, rec.has("pause redis-0 until a replica is promoted"))
 	assert.True(t, rec.has("resume redis-0"))
 	assert.True(t, rec.has("switch-master "+promoted+" redis-0 -> "+promoted))
-	assert.Equal(t, "R", processState(top.node("redis-0").PID()), "the old master runs again")
+	assert.NotEqual(t, "T", processState(top.node("redis-0").PID()), "the old master runs again")
 }
 
 // A master whose replicas are stopped and cut off refuses the lock's SET

@@ -32,8 +32,9 @@ const NemCutReplicas = "cut-replicas"
 // automatic failover (Redis Sentinel); its Targets.Service handle offers it.
 // Nodes are named as the targets are.
 type FailoverService interface {
-	// Master is the node the service names as master now.
-	Master(ctx context.Context) (string, error)
+	// WaitSettled waits until the service is whole (no failover in
+	// progress anywhere, every replica in sync) and names its master.
+	WaitSettled(ctx context.Context) (string, error)
 	// Replicas names the data nodes other than master.
 	Replicas(master string) []string
 	// WaitReplicated waits until every replica has applied all of master's
@@ -46,6 +47,9 @@ type FailoverService interface {
 	// after the longest a failover can take. Listening ends when wait
 	// returns or ctx ends.
 	AwaitSwitch(ctx context.Context, from string) (wait func() (string, error), err error)
+	// WaitAgreed waits until the whole service, and so every client that
+	// asks it, names master.
+	WaitAgreed(ctx context.Context, master string) error
 	// WaitReplicaOf waits until node is a connected replica of master.
 	WaitReplicaOf(ctx context.Context, node, master string) error
 }
@@ -70,8 +74,10 @@ const (
 )
 
 // FailoverKill kills the master, waits for the sentinels to promote a
-// replica, restarts the old master (empty: the nodes keep no data on disk)
-// and waits for it to rejoin as a replica of the new one.
+// replica and for every sentinel to name it, restarts the old master
+// (empty: the nodes keep no data on disk) and waits for it to rejoin as a
+// replica of the new one. Restarted sooner, the empty old master would take
+// writes from clients whose sentinel still names it.
 func FailoverKill(ctx context.Context, env *Env) error {
 	svc, master, err := failoverMaster(ctx, env)
 	if err != nil || master == nil {
@@ -93,6 +99,11 @@ func FailoverKill(ctx context.Context, env *Env) error {
 	}
 	env.Record(history.NemKill, history.Value{Target: old.Name(), PID: pid, Detail: "master"})
 	promoted, switchErr := wait()
+	if switchErr == nil {
+		actx, cancel := context.WithTimeout(ctx, rejoinWait)
+		svc.WaitAgreed(actx, promoted) //nolint:errcheck // the old master comes back either way
+		cancel()
+	}
 	// Even when the run is ending the node must come back: teardown and the
 	// end-of-run inspection expect every node up.
 	if err := old.Restart(context.WithoutCancel(ctx), false); err != nil {
@@ -147,11 +158,14 @@ func FailoverPause(ctx context.Context, env *Env) error {
 //     INCR fence, and A is held just before its write;
 //  4. the master is stopped and the replicas continued; the sentinels
 //     promote one that never saw A's grant;
-//  5. the other clients are let go; the first granted the lock by the new
+//  5. once every sentinel, and so every client, knows the new master, the
+//     other clients are let go; the first granted the lock by the new
 //     master, B, is held before its write too: A and B both hold it, with
 //     the same fence;
-//  6. A and B write, and the old master is continued, to rejoin as a
-//     replica.
+//  6. A and B write; the old master is continued, to rejoin as a replica,
+//     once any command a client still sent it has timed out. Continued
+//     earlier, it would grant the lock to clients that still think it is
+//     master, which is failover-pause's story, not this one.
 //
 // With min-replicas-to-write the master refuses A's SET (NOREPLICAS) and
 // the recipe goes on without a holder: nothing is granted twice.
@@ -237,6 +251,10 @@ func FailoverLostLock(ctx context.Context, env *Env) error {
 	}
 
 	// 5. B takes the lock on the new master while A holds it.
+	actx, cancel := context.WithTimeout(ctx, rejoinWait)
+	svc.WaitAgreed(actx, promoted) //nolint:errcheck // the clients are let go either way
+	cancel()
+	othersLeft := time.Now()
 	others := append(append([]Client(nil), clients[:ai]...), clients[ai+1:]...)
 	otherLeaves := append(append([]func(){}, leaves[:ai]...), leaves[ai+1:]...)
 	b, leaveB := parkFirst(ctx, others, workloads.FailpointBeforeWrite, otherLeaves)
@@ -255,6 +273,7 @@ func FailoverLostLock(ctx context.Context, env *Env) error {
 	if leaveB != nil {
 		leaveB()
 	}
+	sleepCtx(ctx, time.Until(othersLeft.Add(env.OpTimeout)))
 	if err := h.cont(master); err != nil {
 		return err
 	}
@@ -262,16 +281,18 @@ func FailoverLostLock(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// failoverMaster finds the service's failover handle and the master's
-// target. A nil target with no error means there is no agreed master right
-// now (a failover in progress): the next step tries again.
+// failoverMaster finds the service's failover handle and, once the service
+// is whole, the master's target: a failover started while the last one is
+// still ending can leave a sentinel stuck in it. A nil target with no error
+// means the service did not settle within rejoinWait: the next step tries
+// again.
 func failoverMaster(ctx context.Context, env *Env) (FailoverService, Target, error) {
 	svc, ok := env.Targets.Service().(FailoverService)
 	if !ok {
 		return nil, nil, ErrNoFailover
 	}
-	askCtx, cancel := context.WithTimeout(ctx, quiesceWait)
-	name, err := svc.Master(askCtx)
+	settleCtx, cancel := context.WithTimeout(ctx, rejoinWait)
+	name, err := svc.WaitSettled(settleCtx)
 	cancel()
 	if err != nil {
 		return nil, nil, nil

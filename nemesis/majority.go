@@ -17,8 +17,8 @@ func init() {
 	Describe["clock-pause"] = "Kleppmann's Redlock case: SIGSTOP a minority of the nodes, let a client win the lock on the " +
 		"bare majority, jump one of those nodes' clocks by --skew, bring the minority back empty, let a second client win it"
 	Faults["restart-pause"] = RestartPause
-	Describe["restart-pause"] = "Redlock's restart case: as clock-pause, but the node of the bare majority is killed and " +
-		"started again empty after --restart-delay (longer than the TTL is the documented mitigation)"
+	Describe["restart-pause"] = "Redlock's restart case: as clock-pause, but the node of the bare majority is killed and, " +
+		"like the minority, started again empty after --restart-delay (longer than the TTL is the documented mitigation)"
 }
 
 // ClockPause is Kleppmann's case against Redlock: one node of a bare
@@ -30,7 +30,8 @@ func ClockPause(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	return splitMajority(ctx, env, func(n Target) bool { _, ok := n.(Clock); return ok }, ErrNoClock,
+	// The stopped minority comes back at once: only the clock is on trial.
+	return splitMajority(ctx, env, func(n Target) bool { _, ok := n.(Clock); return ok }, ErrNoClock, 0,
 		func(ctx context.Context, n Target) (func(), error) {
 			c := n.(Clock)
 			if err := jumpClock(ctx, env, c, s.Skew); err != nil {
@@ -54,7 +55,9 @@ func RestartPause(ctx context.Context, env *Env) error {
 		return err
 	}
 	wipe := env.Params[ParamWipe] == "true"
-	return splitMajority(ctx, env, func(n Target) bool { _, ok := n.(Restarter); return ok }, errNoRestart,
+	// The stopped minority restarts empty too, so it waits out the same
+	// delay: the mitigation holds for every node that forgets.
+	return splitMajority(ctx, env, func(n Target) bool { _, ok := n.(Restarter); return ok }, errNoRestart, delay,
 		func(ctx context.Context, n Target) (func(), error) {
 			r := n.(Restarter)
 			detail := "data kept"
@@ -110,9 +113,10 @@ func restartDelay(env *Env) (time.Duration, error) {
 //     ran out meanwhile);
 //  3. make one node of A's majority forget A's key (forget: a clock jump, a
 //     restart with no data);
-//  4. bring the stopped minority back empty by a restart. SIGCONT would not
-//     do: a stopped Redis applies the SETs queued in its sockets when it
-//     runs again, A's among them, and that protects A's lock on them;
+//  4. bring the stopped minority back empty by a restart, after
+//     minorityDelay. SIGCONT would not do: a stopped Redis applies the SETs
+//     queued in its sockets when it runs again, A's among them, and that
+//     protects A's lock on them;
 //  5. wait for another client B to hold the lock (on the forgetful node and
 //     the minority), then let A go on. A is held at most half a TTL, so it
 //     goes on well within its validity even when B never comes (a restart
@@ -122,19 +126,16 @@ func restartDelay(env *Env) (time.Duration, error) {
 // forget returns what undoes it (reset the clock, wait for the restart),
 // which runs last. usable says which nodes forget can act on; unusable is
 // the error when some cannot.
-func splitMajority(ctx context.Context, env *Env, usable func(Target) bool, unusable error, forget func(context.Context, Target) (func(), error)) error {
+func splitMajority(ctx context.Context, env *Env, usable func(Target) bool, unusable error, minorityDelay time.Duration,
+	forget func(context.Context, Target) (func(), error)) error {
 	nodes := env.Targets.Nodes()
 	if len(nodes) < 3 {
 		return fmt.Errorf("a bare majority needs at least three nodes; the service has %d", len(nodes))
 	}
-	var candidates []int
-	for i, n := range nodes {
-		if _, ok := n.(Restarter); ok && usable(n) {
-			candidates = append(candidates, i)
+	for _, n := range nodes {
+		if _, ok := n.(Restarter); !ok || !usable(n) {
+			return unusable
 		}
-	}
-	if len(candidates) < len(nodes) {
-		return unusable
 	}
 	order := env.Rand.Perm(len(nodes))
 	minority := (len(nodes) - 1) / 2
@@ -150,18 +151,31 @@ func splitMajority(ctx context.Context, env *Env, usable func(Target) bool, unus
 		}
 		env.Record(history.NemPause, history.Value{Target: n.Name(), PID: n.PID(), Detail: "so that grants land on the other nodes"})
 	}
-	// The stopped nodes come back whatever happens below.
-	var (
-		back    sync.Once
-		backErr error
-	)
-	bringBack := func() error {
-		back.Do(func() { backErr = restartStopped(ctx, env, stopped) })
-		return backErr
+	// An acquire begun before the stop may still be granted by the stopped
+	// nodes' replies; it has ended by the time the node timeout (TTL/10 by
+	// default) has passed twice.
+	settled := time.Now().Add(env.TTL / 5)
+	// The stopped nodes come back whatever happens below, and the fault
+	// ends only once they are back.
+	var back sync.Once
+	returned := make(chan error, 1)
+	bringBack := func() {
+		back.Do(func() {
+			killStopped(env, stopped)
+			go func() {
+				sleepCtx(ctx, minorityDelay)
+				returned <- restartAll(ctx, env, stopped)
+			}()
+		})
 	}
-	defer bringBack() //nolint:errcheck // the normal path reports it
+	defer func() {
+		bringBack()
+		if err := <-returned; err != nil {
+			env.Record(history.NemStart, history.Value{Detail: "restart failed: " + err.Error()})
+		}
+	}()
 
-	a, leave, err := parkFreshHolder(ctx, env, workloads.FailpointBeforeLeaseCheck)
+	a, leave, err := parkFreshHolder(ctx, env, workloads.FailpointBeforeLeaseCheck, settled)
 	if err != nil || a == nil {
 		return err
 	}
@@ -176,18 +190,20 @@ func splitMajority(ctx context.Context, env *Env, usable func(Target) bool, unus
 		return err
 	}
 	defer undo()
-	if err := bringBack(); err != nil {
-		return err
-	}
+	bringBack()
 	waitOtherHolder(ctx, env, a, time.Until(holdUntil))
 	leave()
 	return nil
 }
 
 // parkFreshHolder waits for a client granted the lock after this call began
-// (a moment with no holder, then a holder) and parks it at failpoint. It
-// returns a nil client when none came within env.Patience.
-func parkFreshHolder(ctx context.Context, env *Env, failpoint string) (Client, func(), error) {
+// (a moment with no holder, no earlier than settled, then a holder) and
+// parks it at failpoint. It returns a nil client when none came within
+// env.Patience. On a badly loaded machine a grant whose nodes all answered
+// before the minority stopped can still be reported late enough to be
+// taken; the restart of the minority then makes those nodes forget too,
+// and the report names them.
+func parkFreshHolder(ctx context.Context, env *Env, failpoint string, settled time.Time) (Client, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Patience)
 	defer cancel()
 	free := false
@@ -195,7 +211,7 @@ func parkFreshHolder(ctx context.Context, env *Env, failpoint string) (Client, f
 		c, ok := env.Targets.Holder()
 		switch {
 		case !ok:
-			free = true
+			free = time.Now().After(settled)
 		case free:
 			leave, err := c.ParkAt(ctx, failpoint)
 			if errors.Is(err, ErrMissed) {
@@ -233,19 +249,24 @@ func waitOtherHolder(ctx context.Context, env *Env, a Client, limit time.Duratio
 	}
 }
 
-// restartStopped kills the stopped nodes and starts them again, empty,
-// together.
-func restartStopped(ctx context.Context, env *Env, stopped []Restarter) error {
-	errs := make([]error, len(stopped))
-	var wg sync.WaitGroup
-	for i, n := range stopped {
+// killStopped kills the stopped nodes: whatever they had queued dies with
+// them.
+func killStopped(env *Env, stopped []Restarter) {
+	for _, n := range stopped {
 		pid := n.PID()
 		if err := n.Signal(syscall.SIGKILL); err != nil {
-			errs[i] = err
-			continue
+			continue // restartAll reports a node that cannot come back
 		}
 		env.Record(history.NemKill, history.Value{Target: n.Name(), PID: pid,
 			Detail: "killed while stopped: a restart drops the SETs queued in its sockets, which SIGCONT would apply"})
+	}
+}
+
+// restartAll starts the nodes again, empty, together.
+func restartAll(ctx context.Context, env *Env, nodes []Restarter) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -78,6 +78,9 @@ type Env struct {
 	// TTL is the lease length of the lock under test, for faults that must
 	// act within one lease.
 	TTL time.Duration
+	// OpTimeout bounds each operation of a client: a command a client sent
+	// to a stopped node has an unknown outcome by then.
+	OpTimeout time.Duration
 	// Failpoints are the moments inside the backend's own operations that
 	// kill-client can aim at (for example between SETNX and EXPIRE).
 	Failpoints []string

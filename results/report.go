@@ -32,16 +32,18 @@ type reportView struct {
 	Verdict      string
 	VerdictClass string
 	Reason       string
-	Header       []kv
-	Reproduce    string // the command line that runs the same test again
-	Versions     []kv   // the servers' and lockcheck's versions
-	Config       []kv
-	Checks       []checkView
-	Faults       tableView
-	Timeline     *timeline
-	Charts       *charts
-	CSP          string
-	Script       template.JS
+	// Scenario is the incident a scripted run reproduces, if it is one.
+	Scenario  *history.ScenarioInfo
+	Header    []kv
+	Reproduce string // the command line that runs the same test again
+	Versions  []kv   // the servers' and lockcheck's versions
+	Config    []kv
+	Checks    []checkView
+	Faults    tableView
+	Timeline  *timeline
+	Charts    *charts
+	CSP       string
+	Script    template.JS
 }
 
 type kv struct{ Key, Value string }
@@ -87,6 +89,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		Verdict:      res.Valid.String(),
 		VerdictClass: verdictClass(res.Valid),
 		Reason:       res.Reason,
+		Scenario:     h.Header.Config.Scenario,
 		Config:       fieldRows(cfg, t0),
 		Faults:       faultTable(res.Faults, t0),
 		Timeline:     newTimeline(h, res, span),

@@ -87,8 +87,10 @@
         it.el.setAttribute('x', round(x0));
         it.el.setAttribute('width', round(Math.max(1.5, x1 - x0)));
       } else if (it.tag === 'text') {
-        it.el.setAttribute('x', round(x0 + 3));
-        it.el.classList.toggle('hidden', x1 - x0 < it.w);
+        // A state that began before the view still names itself at its left.
+        var l = Math.max(x0, left), r = Math.min(x1, left + width);
+        it.el.setAttribute('x', round(l + 3));
+        it.el.classList.toggle('hidden', r - l < it.w);
       } else {
         it.el.setAttribute('transform', 'translate(' + round(x0) + ' 0)');
       }

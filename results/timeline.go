@@ -26,16 +26,24 @@ const (
 	minPlotW = 900.0
 	maxPlotW = 4800.0
 	markR    = 3.0
+	// zoomDetail is how many times finer than a pixel of the whole-run view
+	// the drawing keeps intervals and writes apart, so zooming in shows them
+	// one by one; closer than that they are merged, and the page says so.
+	zoomDetail = 4.0
+	// drawAllLimit is how many belief intervals, or writes, a timeline draws
+	// one by one however close they are; past it they are merged as above,
+	// which keeps the page of a long soak run light.
+	drawAllLimit = 10_000
 )
 
 // timeline is the SVG drawing, as flat lists the template paints in order:
 // lanes, bands across all lanes, grid, bars, marks, text.
 type timeline struct {
 	Width, Height float64
-	// PlotX and PlotW place the plot in the drawing, SpanSec is the run's
-	// length; the script needs them to zoom.
+	// PlotX, PlotW, PlotY and AxisY place the plot in the drawing, SpanSec
+	// is the run's length in seconds; the script needs them to zoom.
 	PlotX, PlotW, SpanSec float64
-	PlotY, PlotH, AxisY   float64
+	PlotY, AxisY          float64
 	Lanes                 []lane
 	Bands                 []shape
 	Grid                  []shape // the axis and its ticks; the script redraws them on zoom
@@ -77,17 +85,21 @@ type label struct {
 
 // builder holds what drawing needs beyond the timeline itself.
 type builder struct {
-	tl            *timeline
-	t0            int64
-	plotW, plotY  float64
-	plotH         float64
-	nsPerPx       float64
-	laneOf        map[history.Process]int
-	nodeLane      map[string]int
-	lastBar       map[barKey]int // index in tl.Bars of a lane's latest bar of a class
-	markAt        map[markKey]bool
-	beliefs, bars int
-	writes, dots  int
+	tl           *timeline
+	t0           int64
+	plotW, plotY float64
+	plotH        float64
+	nsPerPx      float64
+	// Belief bars and write marks closer than these are drawn as one; 0
+	// draws each on its own.
+	mergeBarNs, mergeMarkNs float64
+	laneOf                  map[history.Process]int
+	nodeLane                map[string]int
+	lastBar                 map[barKey]int // index in tl.Bars of a lane's latest bar of a class
+	lastEnd                 map[barKey]int64
+	markAt                  map[markKey]bool
+	beliefs, bars           int
+	writes, dots            int
 }
 
 type barKey struct {
@@ -98,7 +110,7 @@ type barKey struct {
 type markKey struct {
 	lane  int
 	class string
-	px    int
+	slot  int // time since the span start in units of mergeMarkNs
 }
 
 func newTimeline(h *history.History, res *checker.Result, span checker.Interval) *timeline {
@@ -114,12 +126,19 @@ func newTimeline(h *history.History, res *checker.Result, span checker.Interval)
 		plotY:    topPad,
 		plotH:    float64(1+len(nodes)+len(procs)) * pitch,
 		nsPerPx:  float64(dur) / plotW,
+		lastEnd:  map[barKey]int64{},
 		laneOf:   map[history.Process]int{history.Nemesis: 0},
 		nodeLane: map[string]int{},
 		lastBar:  map[barKey]int{},
 		markAt:   map[markKey]bool{},
 	}
-	b.tl.PlotH = b.plotH
+	grants, writes := countDrawn(h)
+	if grants > drawAllLimit {
+		b.mergeBarNs = float64(dur) / plotW / zoomDetail
+	}
+	if writes > drawAllLimit {
+		b.mergeMarkNs = float64(dur) / plotW / zoomDetail
+	}
 	b.tl.AxisY = b.plotY + b.plotH
 	b.tl.Height = b.tl.AxisY + axisH
 	b.lanes(nodes, procs)
@@ -137,12 +156,27 @@ func newTimeline(h *history.History, res *checker.Result, span checker.Interval)
 			"linearizability "+res.Checks.Linearizability.Result+" in this window")
 	}
 	if b.bars < b.beliefs {
-		b.tl.Notes = append(b.tl.Notes, fmt.Sprintf("Belief intervals less than a pixel (%s ms) apart are drawn as one bar: %d intervals as %s.", fmtMs(b.nsPerPx/1e6), b.beliefs, plural(b.bars, "bar")))
+		b.tl.Notes = append(b.tl.Notes, fmt.Sprintf("Belief intervals less than %s ms apart are drawn as one bar, however far you zoom: %d intervals as %s.", fmtMs(b.mergeBarNs/1e6), b.beliefs, plural(b.bars, "bar")))
 	}
 	if b.dots < b.writes {
-		b.tl.Notes = append(b.tl.Notes, fmt.Sprintf("Writes of one kind within a pixel (%s ms) of each other in a lane are drawn as one mark: %d writes as %s.", fmtMs(b.nsPerPx/1e6), b.writes, plural(b.dots, "mark")))
+		b.tl.Notes = append(b.tl.Notes, fmt.Sprintf("Writes of one kind within %s ms of each other in a lane are drawn as one mark: %d writes as %s.", fmtMs(b.mergeMarkNs/1e6), b.writes, plural(b.dots, "mark")))
 	}
 	return b.tl
+}
+
+// countDrawn counts the grants and the completed writes of a history: what
+// the timeline would draw one by one.
+func countDrawn(h *history.History) (grants, writes int) {
+	for i := range h.Events {
+		e := &h.Events[i]
+		switch {
+		case e.F == history.FAcquire && e.Type == history.OK:
+			grants++
+		case e.F == history.FWrite && e.Type != history.Invoke && e.Type != history.Fail:
+			writes++
+		}
+	}
+	return grants, writes
 }
 
 // processes lists every client process of the history, and any the checker
@@ -261,20 +295,21 @@ func (b *builder) band(id, href, class string, start, end int64, title string) {
 		X: x0, Y: b.plotY, W: round1(math.Max(2, x1-x0)), H: b.plotH}, start, end))
 }
 
-// bar draws [start, end] in a lane. Bars of one class closer than a pixel to
-// the lane's previous one extend it instead: a long run stays a light page.
+// bar draws [start, end] in a lane. Bars of one class that overlap the
+// lane's previous one, or come closer to it than mergeBarNs, extend it
+// instead: a long run stays a light page.
 func (b *builder) bar(l int, class string, start, end int64, title func() string) {
 	x0, x1 := b.x(start), b.x(end)
 	key := barKey{l, class}
-	if i, ok := b.lastBar[key]; ok {
+	if i, ok := b.lastBar[key]; ok && (start < b.lastEnd[key] || float64(start-b.lastEnd[key]) < b.mergeBarNs) {
 		last := &b.tl.Bars[i]
-		if x0 <= last.X+last.W+1 {
-			last.W = round1(math.Max(last.W, x1-last.X))
-			last.B = math.Max(last.B, b.secs(end))
-			return
-		}
+		last.W = round1(math.Max(last.W, x1-last.X))
+		last.B = math.Max(last.B, b.secs(end))
+		b.lastEnd[key] = max(b.lastEnd[key], end)
+		return
 	}
 	b.lastBar[key] = len(b.tl.Bars)
+	b.lastEnd[key] = end
 	b.tl.Bars = append(b.tl.Bars, b.timed(shape{Class: class, Title: title(),
 		X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: round1(math.Max(1, x1-x0)), H: barH}, start, end))
 }
@@ -407,11 +442,13 @@ func (b *builder) write(e *history.Event, sent *history.Value) {
 		class, shapeD, outcome = "write-refused", cross, "refused"
 	}
 	l, x := b.laneOf[e.Process], b.x(e.Time)
-	key := markKey{l, class, int(x)}
-	if b.markAt[key] {
-		return
+	if b.mergeMarkNs > 0 {
+		key := markKey{l, class, int(float64(e.Time-b.t0) / b.mergeMarkNs)}
+		if b.markAt[key] {
+			return
+		}
+		b.markAt[key] = true
 	}
-	b.markAt[key] = true
 	b.dots++
 	title := fmt.Sprintf("%s wrote at %s: %s", e.Process, relSec(e.Time, b.t0), outcome)
 	if sent != nil && sent.Value != nil {
@@ -647,6 +684,7 @@ func (b *builder) nodeStates(h *history.History, end int64) {
 		case history.NemResume:
 			closeBar(node, "node-paused", e.Time)
 		case history.NemKill:
+			closeBar(node, "node-paused", e.Time) // a killed process is no longer stopped
 			openBar(node, "node-killed", e.Time, "killed")
 		case history.NemStart:
 			closeBar(node, "node-killed", e.Time)

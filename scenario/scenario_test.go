@@ -10,13 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/harness"
 )
 
-// Scenarios run the harness, which starts workers by running its own
-// executable: in tests that is the test binary, which becomes a worker here.
+// Scenarios run the harness, which starts workers and etcd members by
+// running its own executable: in tests that is the test binary, which
+// becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() {
+	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
 		return
 	}
 	os.Exit(m.Run())

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -98,9 +99,10 @@ func NewWithClient(opts Options, rdb *goredis.Client) (*Lock, error) {
 
 // Refused is a write the Redis server certainly did not execute, for a
 // reason other than another client's hold: NOREPLICAS (min-replicas-to-write
-// is not met) or READONLY (the node is a replica now). It counts as
-// backends.ErrNotAcquired, and its text starts with history.RefusedPrefix so
-// that the checker can count such refusals apart from a busy lock.
+// is not met), READONLY (the node is a replica now), or no connection could
+// be made at all (a killed master), so the command was never sent. It counts
+// as backends.ErrNotAcquired, and its text starts with history.RefusedPrefix
+// so that the checker can count such refusals apart from a busy lock.
 type Refused struct{ Reply string }
 
 func (r Refused) Error() string { return history.RefusedPrefix + r.Reply }
@@ -108,9 +110,14 @@ func (r Refused) Error() string { return history.RefusedPrefix + r.Reply }
 // Is makes a refusal a certain failure to acquire.
 func (r Refused) Is(target error) bool { return target == backends.ErrNotAcquired }
 
-// refusal turns the error replies Redis gives before executing a write at
-// all into Refused; any other error is returned as it is.
+// refusal turns the errors that mean a write was never executed into
+// Refused; any other error (a timeout, a connection lost after the command
+// was sent) leaves the outcome unknown and is returned as it is.
 func refusal(err error) error {
+	var dial *net.OpError
+	if errors.As(err, &dial) && dial.Op == "dial" {
+		return Refused{Reply: "cannot connect: " + err.Error()}
+	}
 	var reply goredis.Error
 	if errors.As(err, &reply) {
 		for _, prefix := range []string{"NOREPLICAS", "READONLY"} {

@@ -152,9 +152,6 @@ func Dial(nodes []Node, timeout time.Duration) *Cluster {
 // Clients are the per-node go-redis clients, in node order.
 func (c *Cluster) Clients() []*goredis.Client { return c.clients }
 
-// Nodes are the nodes, in order.
-func (c *Cluster) Nodes() []Node { return c.nodes }
-
 // Close closes every pool.
 func (c *Cluster) Close() error {
 	var errs []error
@@ -232,8 +229,8 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 			time.Sleep(time.Duration(l.rng.Int64N(int64(l.opts.RetryDelay) + 1)))
 		}
 		g, err := l.round(ctx, key, token)
-		if err == nil {
-			return g, nil
+		if !errors.Is(err, backends.ErrNotAcquired) {
+			return g, err // granted, or granted with an unknown outcome: no second round
 		}
 		lastErr = err
 	}
@@ -265,7 +262,7 @@ func (l *Lock) round(ctx context.Context, key, token string) (backends.Grant, er
 		Deadline: start.Add(elapsed + validity),
 	}
 	if l.opts.Fence {
-		fence, err := l.fence(ctx, key)
+		fence, err := IncrFence(ctx, l.cluster, key)
 		if err != nil {
 			return g, fmt.Errorf("lock taken but the fence could not be drawn: %w", err)
 		}
@@ -291,12 +288,6 @@ func refusal(granted, nodes int, elapsed, validity time.Duration, replies []repl
 		late = fmt.Sprintf(" (%d did not answer in time)", failed)
 	}
 	return fmt.Errorf("%w: %d of %d nodes granted it, %d needed%s", backends.ErrNotAcquired, granted, nodes, Quorum(nodes), late)
-}
-
-// fence draws the backend's own fence: INCR of a counter on every node, the
-// highest reply, when a majority answered.
-func (l *Lock) fence(ctx context.Context, key string) (int64, error) {
-	return IncrFence(ctx, l.cluster, key)
 }
 
 // FenceKey is the counter INCR draws fences from on each node.

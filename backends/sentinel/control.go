@@ -81,6 +81,73 @@ func (c *Control) Master(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("no majority of sentinels names one master (%s)", strings.Join(answers, ", "))
 }
 
+// Settled checks once that the service is whole, so that a fault finds it
+// as a run starts: every sentinel names the same master, flags it with
+// nothing but "master" (no failover in progress, not down), and every other
+// redis-server node is a connected replica of it that has applied all its
+// writes. It names the master. A failover started before the previous one
+// ended everywhere can leave a sentinel stuck in it.
+func (c *Control) Settled(ctx context.Context) (string, error) {
+	master := ""
+	for _, s := range c.sentinels {
+		sc := sentinelClient(s.Addr())
+		m, err := sc.Master(ctx, MasterName).Result()
+		sc.Close()
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", s.Name, err)
+		}
+		name := c.name(net.JoinHostPort(m["ip"], m["port"]))
+		switch {
+		case master != "" && name != master:
+			return "", fmt.Errorf("%s names %s as master, another sentinel %s", s.Name, name, master)
+		case m["flags"] != "master":
+			return "", fmt.Errorf("%s flags master %s %s", s.Name, name, m["flags"])
+		}
+		master = name
+	}
+	return master, c.Replicated(ctx, master)
+}
+
+// WaitSettled waits until Settled holds and names the master.
+func (c *Control) WaitSettled(ctx context.Context) (string, error) {
+	var master string
+	err := poll(ctx, 50*time.Millisecond, func() error {
+		m, err := c.Settled(ctx)
+		master = m
+		return err
+	})
+	return master, err
+}
+
+// WaitAgreed waits until every sentinel has switched to master and
+// announced it (+switch-master) to its subscribers, such as the clients.
+// The leader of a failover announces it only once the other replicas follow
+// the new master, about a second after the promotion, though it already
+// answers GET-MASTER-ADDR-BY-NAME with it; the other sentinels learn of it
+// from hello messages, up to two seconds later. Until then a client may
+// still send its commands to the old master. A sentinel's SENTINEL MASTER
+// names the new master exactly when it has announced it.
+func (c *Control) WaitAgreed(ctx context.Context, master string) error {
+	m, err := c.dataNode(master)
+	if err != nil {
+		return err
+	}
+	return poll(ctx, 50*time.Millisecond, func() error {
+		for _, s := range c.sentinels {
+			sc := sentinelClient(s.Addr())
+			info, err := sc.Master(ctx, MasterName).Result()
+			sc.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+			if net.JoinHostPort(info["ip"], info["port"]) != m.Addr() {
+				return fmt.Errorf("%s has not switched to %s yet", s.Name, master)
+			}
+		}
+		return nil
+	})
+}
+
 // Leader is the master: the node that takes every write, for faults that
 // aim at a service's leader.
 func (c *Control) Leader(ctx context.Context) (string, error) { return c.Master(ctx) }
@@ -168,6 +235,7 @@ func (c *Control) AwaitSwitch(ctx context.Context, from string) (wait func() (st
 	if err != nil {
 		return nil, err
 	}
+	context.AfterFunc(ctx, stop)
 	return func() (string, error) {
 		defer stop()
 		deadline := time.NewTimer(limit)
@@ -368,7 +436,7 @@ func (w *watcher) noteRole(ctx context.Context, node, fallback string) {
 
 // subscribe listens to channels on every sentinel that answers within a
 // second and merges their messages; stop ends it and closes the
-// connections.
+// connections, and may be called more than once.
 func (c *Control) subscribe(ctx context.Context, channels ...string) (<-chan *goredis.Message, func(), error) {
 	out := make(chan *goredis.Message)
 	done := make(chan struct{})
@@ -411,13 +479,13 @@ func (c *Control) subscribe(ctx context.Context, channels ...string) (<-chan *go
 			}
 		}()
 	}
-	stop := func() {
+	stop := sync.OnceFunc(func() {
 		close(done)
-		for _, close := range closers {
-			close() //nolint:errcheck // closing connections we are done with
+		for _, closeConn := range closers {
+			closeConn() //nolint:errcheck // closing connections we are done with
 		}
 		wg.Wait()
-	}
+	})
 	if len(closers) == 0 {
 		stop()
 		return nil, nil, fmt.Errorf("no sentinel took a subscription: %w", errors.Join(errs...))

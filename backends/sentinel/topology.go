@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -147,9 +146,12 @@ func Ready(ctx context.Context, all []backends.Endpoint) error {
 }
 
 func (c *Control) readyOnce(ctx context.Context) error {
-	master := c.data[0]
-	if err := c.Replicated(ctx, master.Name); err != nil {
+	master, err := c.Settled(ctx)
+	if err != nil {
 		return err
+	}
+	if master != c.data[0].Name {
+		return fmt.Errorf("the sentinels name %s as master, not %s", master, c.data[0].Name)
 	}
 	for _, s := range c.sentinels {
 		sc := sentinelClient(s.Addr())
@@ -158,10 +160,6 @@ func (c *Control) readyOnce(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("%s: %w", s.Name, err)
-		case net.JoinHostPort(m["ip"], m["port"]) != master.Addr():
-			return fmt.Errorf("%s names %s:%s as master, not %s", s.Name, m["ip"], m["port"], master.Name)
-		case m["flags"] != "master":
-			return fmt.Errorf("%s flags the master %s", s.Name, m["flags"])
 		case m["num-slaves"] != strconv.Itoa(dataNodes-1):
 			return fmt.Errorf("%s knows %s of %d replicas", s.Name, m["num-slaves"], dataNodes-1)
 		case m["num-other-sentinels"] != strconv.Itoa(sentinelNodes-1):

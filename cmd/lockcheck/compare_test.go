@@ -44,7 +44,7 @@ func TestCompareDefaultsCoverEveryBackend(t *testing.T) {
 
 func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
 	cells := plan(t, "--backends", "redis,redis/setnx-expire", "--workloads", "unfenced",
-		"--nemesis", "none,kill-client,pause-nodes,signature")
+		"--nemesis", "none,kill-client,pause-nodes,pause-leader,signature")
 	got := map[string]string{}
 	for _, c := range cells {
 		got[c.Variant+" "+results.FaultsName(c.Nemesis)] = c.Status + " " + c.Why
@@ -55,6 +55,7 @@ func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
 		{"correct kill-client", "skipped kill-client aims at a failpoint inside acquire (redis setnx-expire's gap between SETNX and EXPIRE); redis/correct has none"},
 		{"setnx-expire kill-client", " "},
 		{"correct pause-nodes", "skipped pause-nodes stops a minority of the nodes; redis has 1 node, so it would stop none"},
+		{"correct pause-leader", "skipped pause-leader needs a service that fails over or elects a leader; redis has neither"},
 	} {
 		assert.Equal(t, tc.want, got[tc.cell], tc.cell)
 	}

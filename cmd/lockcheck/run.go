@@ -111,8 +111,13 @@ func restartFlags(fl *pflag.FlagSet) func(*harness.Config) error {
 
 func faultHelp() string {
 	var b strings.Builder
-	for _, name := range append([]string{"none"}, nemesis.Names()...) {
-		fmt.Fprintf(&b, "  %-13s %s\n", name, nemesis.Describe[name])
+	names := append([]string{"none"}, nemesis.Names()...)
+	width := 0
+	for _, name := range names {
+		width = max(width, len(name))
+	}
+	for _, name := range names {
+		fmt.Fprintf(&b, "  %-*s %s\n", width, name, nemesis.Describe[name])
 	}
 	return b.String()
 }
