@@ -89,7 +89,7 @@ func TestEtcdWithoutFaultsIsClean(t *testing.T) {
 // believes it holds it; unfenced, its late write is a lost update.
 func TestEtcdUnfencedPausedHolderLosesUpdates(t *testing.T) {
 	t.Parallel()
-	inv, r := runEtcd(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "8s")
+	inv, r := runEtcd(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "1s", "--pause", "3s", "--time-limit", "12s")
 	assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 	assert.Equal(t, checker.Invalid, r.valid)
 	assert.GreaterOrEqual(t, r.checks.Resource.LostUpdates, 1)
@@ -110,7 +110,7 @@ func TestEtcdFencedPausedHolderIsRefused(t *testing.T) {
 	for _, source := range []string{workloads.FenceFromLock, workloads.FenceFromResource} {
 		t.Run(source, func(t *testing.T) {
 			t.Parallel()
-			inv, r := runEtcd(t, "--workload", "fenced", "--fence-source", source, "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "8s")
+			inv, r := runEtcd(t, "--workload", "fenced", "--fence-source", source, "--nemesis", "pause-holder", "--ttl", "1s", "--pause", "3s", "--time-limit", "12s")
 			assert.Equal(t, exitValid, inv.code, inv.stdout)
 			c := r.checks.Resource
 			assert.GreaterOrEqual(t, c.StaleWritesRefused, 1)

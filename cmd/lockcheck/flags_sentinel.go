@@ -23,7 +23,7 @@ const sentinelSwitchTime = 3 * time.Second
 func init() {
 	runFlagHooks = append(runFlagHooks, func(fl *pflag.FlagSet) func(*harness.Config) error {
 		def := sentinel.DefaultSettings()
-		downAfter := fl.Duration("down-after", def.DownAfter, "sentinel: how long the master must not answer before a sentinel considers it down (down-after-milliseconds)")
+		downAfter := fl.Duration("down-after", def.DownAfter, "sentinel: how long the master must not answer before a sentinel considers it down (down-after-milliseconds); at 1s, the sentinels' ping period, a just-promoted master is sometimes failed over again a second later, 1500ms avoids that")
 		failoverTimeout := fl.Duration("failover-timeout", def.FailoverTimeout, "sentinel: the sentinels' failover-timeout; a sentinel starts no new failover within twice this time of the last")
 		minReplicas := fl.Int("min-replicas-to-write", def.MinReplicasToWrite, "sentinel: a master refuses writes (NOREPLICAS) unless this many replicas are connected and current; 1 makes failover-lost-lock's grant fail instead of granting twice (0: off)")
 		maxLag := fl.Duration("min-replicas-max-lag", def.MinReplicasMaxLag, "sentinel: how far behind, in whole seconds, a replica may be and still count for --min-replicas-to-write")
