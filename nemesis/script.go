@@ -148,17 +148,14 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		if !ok {
 			return fmt.Errorf("%s has no clock lockcheck can move (only nodes started under libfaketime do)", t.Name())
 		}
-		if err := c.SetClock(a.Offset); err != nil {
-			return err
+		if a.Offset == 0 {
+			resetClock(ctx, env, c)
+			return nil
 		}
-		env.Record(NemClock, history.Value{Target: t.Name(), PID: pid, Detail: fmt.Sprintf("clock offset %+v", a.Offset)})
-		return nil
+		return jumpClock(ctx, env, c, a.Offset)
 	}
 	return fmt.Errorf("unknown action %q", a.Do)
 }
-
-// NemClock is the history verb of a wall clock jump on a node.
-const NemClock = "clock"
 
 // await waits until the trigger's client reaches its moment. At a
 // failpoint the client is held there; the returned leave lets it go on.
