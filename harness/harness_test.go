@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,4 +218,23 @@ func TestPreflightNamesAMissingBinary(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/nonexistent/redis-server not found")
 	assert.Contains(t, err.Error(), "--redis-server")
+}
+
+// SIGSTOP through the harness returns only once every thread of the child
+// has stopped, so nothing the child does can slip in after a pause begins.
+func TestSigstopWaitsUntilEveryThreadStopped(t *testing.T) {
+	requireRedis(t)
+	p := newProcs()
+	defer p.killAll(5 * time.Second)
+	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, t.TempDir())
+	require.NoError(t, err)
+	n := nodes[0]
+	defer n.stop()
+	for i := 0; i < 20; i++ {
+		require.NoError(t, n.Signal(syscall.SIGSTOP))
+		stopped, err := allThreadsStopped(n.PID())
+		require.NoError(t, err)
+		require.True(t, stopped, "every thread of redis-server is stopped when Signal returns")
+		require.NoError(t, n.Signal(syscall.SIGCONT))
+	}
 }
