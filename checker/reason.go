@@ -92,7 +92,7 @@ func onNodes(nodes []string) string {
 	if len(nodes) == 0 {
 		return ""
 	}
-	return " on " + joinAnd(nodes)
+	return " on " + JoinAnd(nodes)
 }
 
 // harm is the first write the resource should not have taken: a lost update
@@ -178,13 +178,13 @@ func (x explainer) doubleOwnership(w Window) string {
 			were = "was"
 		}
 		s = fmt.Sprintf("%s held %s through a %s pause while %s %s granted it: two clients believed they held it for %s",
-			pause.Target, w.Key, lasting(pause.End-pause.Start), joinAnd(others), were, lasting(w.End-w.Start))
+			pause.Target, w.Key, lasting(pause.End-pause.Start), JoinAnd(others), were, lasting(w.End-w.Start))
 	default:
 		if len(w.Processes) == 2 {
 			s = fmt.Sprintf("%s and %s both held %s for %s", w.Processes[0], w.Processes[1], w.Key, lasting(w.End-w.Start))
 		} else {
 			s = fmt.Sprintf("%s held %s in overlapping turns: two clients believed they held it for %s",
-				joinAnd(processNames(w.Processes)), w.Key, lasting(w.End-w.Start))
+				JoinAnd(ProcessNames(w.Processes)), w.Key, lasting(w.End-w.Start))
 		}
 		// A fault of one of the owners explains the window best.
 		if own != nil {
@@ -211,7 +211,8 @@ func (w *Window) hasTarget(target string) bool {
 	return ok && p.String() == target && w.has(p)
 }
 
-func processNames(ps []history.Process) []string {
+// ProcessNames names processes as the reports do (c3).
+func ProcessNames(ps []history.Process) []string {
 	names := make([]string, len(ps))
 	for i, p := range ps {
 		names[i] = p.String()
@@ -219,8 +220,8 @@ func processNames(ps []history.Process) []string {
 	return names
 }
 
-// joinAnd lists words as a sentence does: "c1", "c1 and c3", "c1, c3 and c4".
-func joinAnd(words []string) string {
+// JoinAnd lists words as a sentence does: "c1", "c1 and c3", "c1, c3 and c4".
+func JoinAnd(words []string) string {
 	if len(words) <= 1 {
 		return strings.Join(words, "")
 	}

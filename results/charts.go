@@ -146,7 +146,7 @@ func newCharts(h *history.History, res *checker.Result, span checker.Interval) *
 		}
 	}
 	if lost != nil {
-		c.Notes = append(c.Notes, "Operations of unknown outcome (a timeout, a dropped connection) have no latency and are left out: "+joinAnd(lost)+".")
+		c.Notes = append(c.Notes, "Operations of unknown outcome (a timeout, a dropped connection) have no latency and are left out: "+checker.JoinAnd(lost)+".")
 	}
 	c.Latency = latencyChart(ops, res.Faults, span, &c.Notes)
 	c.Grants = grantChart(ops["acquire granted"], res.Faults, span, &c.Notes)

@@ -342,14 +342,14 @@ func conclusions(backends []backendRows, workloads []string) []string {
 			case len(safe)+len(unsafe)+len(unsure) == 0:
 				continue
 			case len(unsafe) > 0:
-				s = fmt.Sprintf("%s, %s: unsafe under %s", b.Name, w, joinAnd(unsafe))
+				s = fmt.Sprintf("%s, %s: unsafe under %s", b.Name, w, checker.JoinAnd(unsafe))
 				if len(safe) > 0 {
-					s += fmt.Sprintf("; safe under %s", joinAnd(safe))
+					s += fmt.Sprintf("; safe under %s", checker.JoinAnd(safe))
 				}
 			case len(unsure) > 0:
-				s = fmt.Sprintf("%s, %s: no violation found, but no verdict under %s", b.Name, w, joinAnd(unsure))
+				s = fmt.Sprintf("%s, %s: no violation found, but no verdict under %s", b.Name, w, checker.JoinAnd(unsure))
 			default:
-				s = fmt.Sprintf("%s, %s: safe under every fault tried (%s)", b.Name, w, joinAnd(safe))
+				s = fmt.Sprintf("%s, %s: safe under every fault tried (%s)", b.Name, w, checker.JoinAnd(safe))
 			}
 			out = append(out, s+".")
 		}

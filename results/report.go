@@ -253,7 +253,7 @@ func leaseTable(ev []checker.LeaseViolation, t0 int64) *tableView {
 func windowTable(ws []checker.Window, t0 int64) *tableView {
 	return rows("double_ownership", len(ws), []string{"key", "start", "ms", "processes", "writes inside", "accepted", "faults"}, func(i int) []string {
 		w := ws[i]
-		return []string{w.Key, relSec(w.Start, t0), fmtMs(w.Ms), strings.Join(processNames(w.Processes), ", "),
+		return []string{w.Key, relSec(w.Start, t0), fmtMs(w.Ms), strings.Join(checker.ProcessNames(w.Processes), ", "),
 			strconv.Itoa(len(w.Writes)), strconv.Itoa(w.Unsafe), orNone(w.Faults)}
 	})
 }

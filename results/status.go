@@ -294,21 +294,5 @@ func believedHeld(ps []history.Process) string {
 	if len(ps) == 2 {
 		return fmt.Sprintf("%s and %s both held", ps[0], ps[1])
 	}
-	return joinAnd(processNames(ps)) + " believed, at least two at once, they held"
-}
-
-func processNames(ps []history.Process) []string {
-	names := make([]string, len(ps))
-	for i, p := range ps {
-		names[i] = p.String()
-	}
-	return names
-}
-
-// joinAnd lists words as a sentence does: "c1", "c1 and c3", "c1, c3 and c4".
-func joinAnd(words []string) string {
-	if len(words) <= 1 {
-		return strings.Join(words, "")
-	}
-	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+	return checker.JoinAnd(checker.ProcessNames(ps)) + " believed, at least two at once, they held"
 }
