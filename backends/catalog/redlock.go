@@ -6,9 +6,15 @@ import (
 )
 
 func init() {
-	Register(Backend{
-		Name:     "redlock",
-		Variants: []string{"correct"},
+	Register(fiveMasters("redlock", "correct", func(o redlock.Options) (backends.Lock, error) { return redlock.New(o) }))
+}
+
+// fiveMasters is a backend over Redlock's five independent masters: our own
+// Redlock client and redsync share the topology and the settings.
+func fiveMasters(name, variant string, open func(redlock.Options) (backends.Lock, error)) Backend {
+	return Backend{
+		Name:     name,
+		Variants: []string{variant},
 		Nodes: func(p Programs, _ map[string]string) []backends.NodeSpec {
 			return redlock.Nodes(p.Path("redis-server"))
 		},
@@ -18,9 +24,9 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return redlock.New(opts)
+			return open(opts)
 		},
-	})
+	}
 }
 
 // redlockOptions reads a Redlock client's settings from a spec; redsync
