@@ -30,8 +30,8 @@ import (
 var signatureFaults = map[string][]string{
 	"redis":    {"pause-holder"},
 	"sentinel": {"failover-lost-lock"},
-	"redlock":  {"clock-skew", "pause-nodes"},
-	"redsync":  {"clock-skew", "pause-nodes"},
+	"redlock":  {"clock-pause"},
+	"redsync":  {"clock-pause"},
 	"etcd":     {"pause-holder"},
 }
 
