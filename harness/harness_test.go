@@ -86,15 +86,22 @@ func (n nodeTargets) Nodes() []nemesis.Target {
 	return out
 }
 
-// A paused redis-server answers nothing until it is continued.
-func TestPauseNodeStopsTheServer(t *testing.T) {
+// startRedisNode starts one redis-server through the process runtime and
+// kills it when the test ends.
+func startRedisNode(t *testing.T) *node {
+	t.Helper()
 	requireRedis(t)
 	p := newProcs()
-	defer p.killAll(5 * time.Second)
+	t.Cleanup(func() { p.killAll(5 * time.Second) })
 	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, t.TempDir())
 	require.NoError(t, err)
-	n := nodes[0]
-	defer n.stop()
+	t.Cleanup(nodes[0].stop)
+	return nodes[0]
+}
+
+// A paused redis-server answers nothing until it is continued.
+func TestPauseNodeStopsTheServer(t *testing.T) {
+	n := startRedisNode(t)
 
 	var events []string
 	env := &nemesis.Env{
@@ -223,13 +230,7 @@ func TestPreflightNamesAMissingBinary(t *testing.T) {
 // SIGSTOP through the harness returns only once every thread of the child
 // has stopped, so nothing the child does can slip in after a pause begins.
 func TestSigstopWaitsUntilEveryThreadStopped(t *testing.T) {
-	requireRedis(t)
-	p := newProcs()
-	defer p.killAll(5 * time.Second)
-	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, t.TempDir())
-	require.NoError(t, err)
-	n := nodes[0]
-	defer n.stop()
+	n := startRedisNode(t)
 	for i := 0; i < 20; i++ {
 		require.NoError(t, n.Signal(syscall.SIGSTOP))
 		stopped, err := allThreadsStopped(n.PID())

@@ -71,27 +71,13 @@ func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
 
 func TestCompareBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string
-	}{
+	assertRefused(t, store, []string{"compare", "--out", store}, []badInput{
 		{"unknown backend", []string{"--backends", "zookeeper"}, `--backends: unknown backend "zookeeper"`},
 		{"unknown variant", []string{"--backends", "redis/nope"}, `no variant "nope"`},
 		{"unknown workload", []string{"--workloads", "fenced,maybe"}, `unknown workload "maybe"`},
 		{"unknown fault", []string{"--nemesis", "none,meteor"}, `--nemesis: unknown nemesis "meteor"`},
 		{"bad time limit", []string{"--time-limit", "-1s"}, "--time-limit must be positive"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			inv := lockcheck(append([]string{"compare", "--out", store}, tc.args...)...)
-			assert.Equal(t, exitUnknown, inv.code)
-			assert.Contains(t, inv.stderr, tc.want)
-			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
-		})
-	}
-	entries, err := os.ReadDir(store)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+	})
 }
 
 // TestCompareRunsTheMatrix runs two short cells on a real Redis.

@@ -154,24 +154,10 @@ func TestEtcdSurvivesLeaderPausesAndMemberRestarts(t *testing.T) {
 
 func TestEtcdBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []badInput{
 		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "backend redis has no leader to pause; use it with --backend etcd"},
 		{"election too short", []string{"run", "--out", store, "--backend", "etcd", "--etcd-election", "300ms"}, "--etcd-election 300ms must be at least 5 times --etcd-heartbeat 100ms"},
 		{"heartbeat not whole milliseconds", []string{"run", "--out", store, "--backend", "etcd", "--etcd-heartbeat", "1500us"}, "--etcd-heartbeat"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			inv := lockcheck(tt.args...)
-			assert.Equal(t, exitUnknown, inv.code)
-			assert.Contains(t, inv.stderr, tt.want)
-			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
-		})
-	}
-	entries, err := os.ReadDir(store)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+	assertRefused(t, store, nil, tests)
 }

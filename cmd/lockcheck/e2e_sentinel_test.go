@@ -98,11 +98,7 @@ func TestSentinelFailoverLostLock(t *testing.T) {
 
 func TestSentinelBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []badInput{
 		{"failover fault without sentinel", []string{"--nemesis", "failover-kill"}, "--nemesis failover-kill needs a service that fails over by itself: add --backend sentinel"},
 		{"sentinel flag without sentinel", []string{"--min-replicas-to-write", "1"}, "--min-replicas-to-write applies to --backend sentinel only"},
 		{"too many replicas", []string{"--backend", "sentinel", "--min-replicas-to-write", "3"}, "the topology has 2 replicas, give 0 (off) to 2"},
@@ -110,17 +106,7 @@ func TestSentinelBadInputIsOneLineAndExitTwo(t *testing.T) {
 		{"lag in milliseconds", []string{"--backend", "sentinel", "--min-replicas-max-lag", "1500ms"}, "whole seconds"},
 		{"missing redis-sentinel", []string{"--backend", "sentinel", "--redis-sentinel", "/nonexistent/redis-sentinel"}, "/nonexistent/redis-sentinel not found"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			inv := lockcheck(append([]string{"run", "--out", store}, tt.args...)...)
-			assert.Equal(t, exitUnknown, inv.code)
-			assert.Contains(t, inv.stderr, tt.want)
-			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
-		})
-	}
-	entries, err := os.ReadDir(store)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+	assertRefused(t, store, []string{"run", "--out", store}, tests)
 }
 
 // heldAt names the client the recipe held with a grant whose detail

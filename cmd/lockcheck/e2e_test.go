@@ -125,11 +125,7 @@ func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 	malformed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(malformed, "history.jsonl"),
 		[]byte("{\"lockcheck_history\":1,\"start_time\":0,\"config\":{}}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\nnot json\n"), 0o644))
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []badInput{
 		{"unknown flag", []string{"run", "--bogus"}, "unknown flag: --bogus"},
 		{"unknown backend", []string{"run", "--out", store, "--backend", "zookeeper"}, `unknown backend "zookeeper"`},
 		{"unknown variant", []string{"run", "--out", store, "--variant", "nope"}, `no variant "nope"`},
@@ -140,9 +136,24 @@ func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 		{"not a run directory", []string{"check", notRun}, "is not a lockcheck run directory"},
 		{"malformed history", []string{"check", malformed}, "history line 3"},
 	}
+	assertRefused(t, store, nil, tests)
+}
+
+// badInput is a command line lockcheck must refuse.
+type badInput struct {
+	name string
+	args []string
+	want string // in the error line
+}
+
+// assertRefused runs each bad command line (after prefix) and checks that it
+// fails with exit 2 and one readable line naming the problem, and that it
+// recorded nothing under store.
+func assertRefused(t *testing.T, store string, prefix []string, tests []badInput) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			inv := lockcheck(tt.args...)
+			inv := lockcheck(append(append([]string(nil), prefix...), tt.args...)...)
 			assert.Equal(t, exitUnknown, inv.code)
 			assert.Contains(t, inv.stderr, tt.want)
 			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)

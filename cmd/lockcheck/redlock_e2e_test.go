@@ -121,11 +121,7 @@ func TestResourceFenceKeepsTheDataCorrect(t *testing.T) {
 
 func TestRedlockBadInput(t *testing.T) {
 	store := t.TempDir()
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []badInput{
 		{"unknown fence source", []string{"--fence-source", "clock"}, `--fence-source "clock": choose lock, resource or none`},
 		{"clock fault on real clocks", []string{"--backend", "redis", "--nemesis", "clock-skew"}, "runs its nodes on the real clock"},
 		{"majority split of one node", []string{"--backend", "redis", "--nemesis", "restart-pause"}, "at least three nodes"},
@@ -136,15 +132,5 @@ func TestRedlockBadInput(t *testing.T) {
 		{"kept data on a node without persistence", []string{"--backend", "redlock", "--wipe=false"}, "keep nothing on disk"},
 		{"no tries", []string{"--backend", "redsync", "--redlock-tries", "0"}, "--redlock-tries"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			inv := lockcheck(append([]string{"run", "--out", store}, tt.args...)...)
-			assert.Equal(t, exitUnknown, inv.code)
-			assert.Contains(t, inv.stderr, tt.want)
-			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %q", inv.stderr)
-		})
-	}
-	entries, err := os.ReadDir(store)
-	require.NoError(t, err)
-	assert.Empty(t, entries, "bad input starts nothing and records nothing")
+	assertRefused(t, store, []string{"run", "--out", store}, tests)
 }
