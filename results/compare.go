@@ -202,16 +202,7 @@ func writeCompareJUnit(w io.Writer, dir string, c *Comparison) error {
 		doc.Errors += suite.Errors
 		doc.Skipped += suite.Skipped
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return encodeJUnit(w, doc)
 }
 
 //go:embed compare.html.tmpl

@@ -126,6 +126,12 @@ func writeJUnit(w io.Writer, h *history.History, res *checker.Result) error {
 		Name: suite.Name, Tests: suite.Tests, Failures: suite.Failures,
 		Errors: suite.Errors, Skipped: suite.Skipped, Suites: []junitSuite{suite},
 	}
+	return encodeJUnit(w, doc)
+}
+
+// encodeJUnit writes a junit.xml document: the XML header, the suites
+// indented, a final newline.
+func encodeJUnit(w io.Writer, doc junitSuites) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

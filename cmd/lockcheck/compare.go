@@ -262,7 +262,7 @@ func runCompare(cmd *cobra.Command, f *compareFlags) error {
 		len(cells), toRun, len(cells)-toRun, f.run.limit, f.run.seed, dir)
 
 	cmp := &results.Comparison{
-		Started: time.Now().UTC().Format(time.RFC3339), CommandLine: reproduceCompare(cmd, f.run.seed),
+		Started: time.Now().UTC().Format(time.RFC3339), CommandLine: reproduce(cmd, f.run.seed),
 		TimeLimitMs: f.run.limit.Milliseconds(), Seed: f.run.seed,
 	}
 	for _, c := range cells {
@@ -437,15 +437,4 @@ func cellCommandLine(cmd *cobra.Command, f runFlags, faults []string) []string {
 		line = append(line, "--"+fl.Name, fl.Value.String())
 	})
 	return append(line, "--seed", strconv.FormatInt(f.seed, 10))
-}
-
-// reproduceCompare is the command line that runs the same comparison again.
-func reproduceCompare(cmd *cobra.Command, seed int64) []string {
-	line := []string{"lockcheck", "compare"}
-	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		if fl.Name != "seed" {
-			line = append(line, "--"+fl.Name, fl.Value.String())
-		}
-	})
-	return append(line, "--seed", strconv.FormatInt(seed, 10))
 }

@@ -223,10 +223,10 @@ func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, 
 	return out, v, nil
 }
 
-// reproduce is the command line that runs the same test again: the flags
-// the user set, and the seed even when lockcheck picked it.
+// reproduce is the command line that runs the same test (or comparison)
+// again: the flags the user set, and the seed even when lockcheck picked it.
 func reproduce(cmd *cobra.Command, seed int64) []string {
-	line := []string{"lockcheck", "run"}
+	line := []string{"lockcheck", cmd.Name()}
 	cmd.Flags().Visit(func(fl *pflag.Flag) {
 		if fl.Name != "seed" {
 			line = append(line, "--"+fl.Name, fl.Value.String())
