@@ -80,8 +80,10 @@ func redlockNodes(t *testing.T) ([]*node, map[string]*goredis.Client, any) {
 	t.Helper()
 	requireRedis(t)
 	p := newProcs()
+	// The directory is made first so that its removal runs after the kill.
+	dir := t.TempDir()
 	t.Cleanup(func() { p.killAll(5 * time.Second) })
-	nodes, err := startTopology(context.Background(), p, redlock.Nodes("")[:3], t.TempDir())
+	nodes, err := startTopology(context.Background(), p, redlock.Nodes("")[:3], dir)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		resetClocks(nodes)

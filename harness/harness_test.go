@@ -92,8 +92,10 @@ func startRedisNode(t *testing.T) *node {
 	t.Helper()
 	requireRedis(t)
 	p := newProcs()
+	// The directory is made first so that its removal runs after the kill.
+	dir := t.TempDir()
 	t.Cleanup(func() { p.killAll(5 * time.Second) })
-	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, t.TempDir())
+	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, dir)
 	require.NoError(t, err)
 	t.Cleanup(nodes[0].stop)
 	return nodes[0]

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -260,13 +262,39 @@ func resetClocks(nodes []*node) {
 	}
 }
 
+// Ports are picked below the kernel's ephemeral range (32768 and up on
+// Linux): a port the kernel hands out for bind(0) is free only until some
+// outgoing connection (a client, a worker, an etcd peer dialing out) takes
+// it, which happened between picking an etcd member's port and starting it.
+// Ports handed out once are not handed out again by this process, so runs in
+// parallel (tests) never share one.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free loopback port: %w", err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for try := 0; try < 1000; try++ {
+		port := portLow + rand.IntN(portHigh-portLow)
+		if portsUsed[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // someone has it
+		}
+		ln.Close()
+		portsUsed[port] = true
+		return port, nil
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free loopback port between %d and %d", portLow, portHigh)
 }
 
 func logTail(dir string) string {

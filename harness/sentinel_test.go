@@ -51,8 +51,10 @@ func startSentinel(t *testing.T, s sentinel.Settings) *sentinelTopology {
 		}
 	}
 	p := newProcs()
+	// The directory is made first so that its removal runs after the kill.
+	dir := t.TempDir()
 	t.Cleanup(func() { p.killAll(5 * time.Second) })
-	nodes, err := startTopology(context.Background(), p, sentinel.Nodes("redis-server", "redis-sentinel", s), t.TempDir())
+	nodes, err := startTopology(context.Background(), p, sentinel.Nodes("redis-server", "redis-sentinel", s), dir)
 	require.NoError(t, err)
 	top := &sentinelTopology{nodes: nodes}
 	for _, n := range nodes {
