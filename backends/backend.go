@@ -6,6 +6,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"time"
 )
@@ -84,17 +85,59 @@ type NodeSpec struct {
 	Ready func(ctx context.Context, addr string) error
 	// Version asks a ready node for its version, for the report.
 	Version func(ctx context.Context, addr string) (string, error)
+	// Image is the kind of container image the node runs in under the
+	// docker runtime (ImageRedis or ImageEtcd), and Command the program
+	// the container runs with Args; Program is for local processes only.
+	Image   string
+	Command string
 }
+
+// The kinds of container image a node can run in.
+const (
+	ImageRedis = "redis"
+	ImageEtcd  = "etcd"
+)
 
 // Endpoint is where a node of a running topology listens.
 type Endpoint struct {
-	Name  string
-	Ports []int
-	Dir   string
+	Name string
+	// Host is the address clients and other nodes reach the node at, Bind
+	// the address it listens on. A local process has 127.0.0.1 for both; a
+	// container has its address on the run's private network and listens
+	// on every interface of its own network namespace (0.0.0.0).
+	Host, Bind string
+	Ports      []int
+	Dir        string
+}
+
+// Loopback is Host and Bind of a node that runs as a local process.
+const Loopback = "127.0.0.1"
+
+// HostName is where the node is reached, loopback unless a runtime said
+// otherwise.
+func (e Endpoint) HostName() string {
+	if e.Host == "" {
+		return Loopback
+	}
+	return e.Host
+}
+
+// BindAddr is the address the node listens on, loopback unless a runtime
+// said otherwise.
+func (e Endpoint) BindAddr() string {
+	if e.Bind == "" {
+		return Loopback
+	}
+	return e.Bind
 }
 
 // Addr is the node's client address.
-func (e Endpoint) Addr() string { return "127.0.0.1:" + strconv.Itoa(e.Ports[0]) }
+func (e Endpoint) Addr() string { return e.AddrOf(0) }
+
+// AddrOf is the address of the node's i-th port.
+func (e Endpoint) AddrOf(i int) string {
+	return net.JoinHostPort(e.HostName(), strconv.Itoa(e.Ports[i]))
+}
 
 // Addrs lists the client addresses of endpoints.
 func Addrs(eps []Endpoint) []string {

@@ -97,6 +97,8 @@ func TestFaults(t *testing.T) {
 	b.nemesis(30, history.NemPause, "redis-0", "", "")
 	b.nemesis(40, history.NemKill, "c2", "", "").nemesis(50, history.NemStart, "c2", "", "")
 	b.nemesis(60, history.NemKill, "c0", "", "")
+	b.nemesis(62, history.NemPartition, "redis-1", "", "").nemesis(65, history.NemHeal, "redis-1", "", "")
+	b.nemesis(66, history.NemPartition, "redis-2", "", "")
 	b.nemesis(70, history.NemRunEnd, "", "", "")
 	r := b.check(t)
 	type span struct {
@@ -112,6 +114,8 @@ func TestFaults(t *testing.T) {
 		{"pause", "redis-0", 30, 70}, // never resumed: to the end of the history
 		{"kill", "c2", 40, 50},
 		{"kill", "c0", 60, 60},
+		{"partition", "redis-1", 62, 65},
+		{"partition", "redis-2", 66, 70}, // never healed: to the end of the history
 	}, got)
 	assert.Equal(t, Interval{Start: at(0), End: at(70)}, r.Span)
 }

@@ -9,7 +9,8 @@ import (
 // collectFaults turns nemesis events into fault intervals. A pause lasts
 // until the resume of the same target, or its kill (a killed process is no
 // longer stopped), or the end of the history; a clock jump lasts until the
-// clock is reset; a kill is a point, or lasts until the target starts again.
+// clock is reset; a partition lasts until it heals; a kill is a point, or
+// lasts until the target starts again.
 // Verbs that only observe (run-end, inspect, failpoint, role) are not
 // faults; a promotion (switch-master) and verbs this checker does not know
 // yet are points.
@@ -39,6 +40,9 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 		case history.NemClockReset:
 			heal(history.NemClockJump)
 			continue
+		case history.NemHeal:
+			heal(history.NemPartition)
+			continue
 		}
 		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index}
 		switch e.F {
@@ -47,6 +51,9 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 			open[e.F+" "+target] = len(faults)
 		case history.NemKill:
 			heal(history.NemPause)
+			open[e.F+" "+target] = len(faults)
+		case history.NemPartition:
+			f.End = spanEnd
 			open[e.F+" "+target] = len(faults)
 		case history.NemClockJump:
 			f.End, f.Detail = spanEnd, detail
@@ -97,6 +104,8 @@ func faultPhrase(f Fault) string {
 		return "after " + f.Target + " was killed"
 	case history.NemSwitchMaster:
 		return "after the failover to " + f.Target
+	case history.NemPartition:
+		return "while " + f.Target + " was cut off the network"
 	case history.NemClockJump:
 		if f.Detail != "" {
 			return "after " + f.Target + "'s clock jumped " + f.Detail

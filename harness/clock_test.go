@@ -88,7 +88,7 @@ func redlockNodes(t *testing.T) ([]*node, map[string]*goredis.Client, any) {
 	t.Cleanup(func() {
 		resetClocks(nodes)
 		for _, n := range nodes {
-			n.stop()
+			n.Stop()
 		}
 	})
 	clients := map[string]*goredis.Client{}

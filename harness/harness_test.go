@@ -20,6 +20,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/backends/redis"
+	"github.com/lockcheck/lockcheck/harness/procstate"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
@@ -97,7 +98,7 @@ func startRedisNode(t *testing.T) *node {
 	t.Cleanup(func() { p.killAll(5 * time.Second) })
 	nodes, err := startTopology(context.Background(), p, []backends.NodeSpec{redis.Node("redis-0", "")}, dir)
 	require.NoError(t, err)
-	t.Cleanup(nodes[0].stop)
+	t.Cleanup(nodes[0].Stop)
 	return nodes[0]
 }
 
@@ -235,7 +236,7 @@ func TestSigstopWaitsUntilEveryThreadStopped(t *testing.T) {
 	n := startRedisNode(t)
 	for i := 0; i < 20; i++ {
 		require.NoError(t, n.Signal(syscall.SIGSTOP))
-		stopped, err := allThreadsStopped(n.PID())
+		stopped, err := procstate.AllThreadsStopped(n.PID())
 		require.NoError(t, err)
 		require.True(t, stopped, "every thread of redis-server is stopped when Signal returns")
 		require.NoError(t, n.Signal(syscall.SIGCONT))

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/harness/faketime"
 )
 
 // node is a server process of the lock service. It can be stopped,
@@ -47,17 +48,11 @@ func (n *node) PID() int {
 
 func (n *node) Signal(sig syscall.Signal) error { return signalGroup(n.PID(), sig) }
 
-// clockFile is where libfaketime reads the node's clock offset from.
-func (n *node) clockFile() string { return filepath.Join(n.ep.Dir, "faketime") }
+// Endpoint is where the node listens.
+func (n *node) Endpoint() backends.Endpoint { return n.ep }
 
-// The libraries a faked clock needs. Debian's redis-server, linked with
-// jemalloc, hangs under libfaketime ("unexpected recursive calls to
-// clock_gettime()") unless glibc's debug malloc is preloaded first.
-const (
-	libFaketime        = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-	libcMallocDebug    = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
-	faketimeInstallFix = "install libfaketime (apt-get install libfaketime) or run scripts/setup"
-)
+// clockFile is where libfaketime reads the node's clock offset from.
+func (n *node) clockFile() string { return faketime.File(n.ep.Dir) }
 
 // allocate picks free loopback ports and directories for every node of a
 // topology, so each node's command line can name the others.
@@ -71,7 +66,7 @@ func allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, erro
 	eps := make([]backends.Endpoint, len(specs))
 	for i, s := range specs {
 		ports := max(s.Ports, 1)
-		eps[i] = backends.Endpoint{Name: s.Name, Dir: filepath.Join(root, s.Name)}
+		eps[i] = backends.Endpoint{Name: s.Name, Host: backends.Loopback, Bind: backends.Loopback, Dir: filepath.Join(root, s.Name)}
 		for j := 0; j < ports; j++ {
 			p, err := freePort()
 			if err != nil {
@@ -111,7 +106,7 @@ func startTopology(ctx context.Context, p *procs, specs []backends.NodeSpec, roo
 			return nodes, nil
 		}
 		for _, n := range nodes {
-			n.stop()
+			n.Stop()
 		}
 		if !errors.Is(lastErr, errPortInUse) {
 			break
@@ -128,20 +123,15 @@ func (n *node) start(ctx context.Context) error {
 	cmd.Dir = n.ep.Dir
 	cmd.Env = append(os.Environ(), n.spec.Env...)
 	if n.spec.FakeClock {
-		for _, lib := range []string{libFaketime, libcMallocDebug} {
+		for _, lib := range faketime.Libs {
 			if _, err := os.Stat(lib); err != nil {
-				return fmt.Errorf("%s needs %s for clock faults: %s", n.Name(), lib, faketimeInstallFix)
+				return fmt.Errorf("%s needs %s for clock faults: %s", n.Name(), lib, faketime.InstallFix)
 			}
 		}
-		if err := n.writeClock(n.clock); err != nil {
+		if err := faketime.Write(n.clockFile(), n.clock); err != nil {
 			return err
 		}
-		cmd.Env = append(cmd.Env,
-			"LD_PRELOAD="+libcMallocDebug+":"+libFaketime,
-			"FAKETIME_TIMESTAMP_FILE="+n.clockFile(),
-			"FAKETIME_NO_CACHE=1",
-			"FAKETIME_DONT_FAKE_MONOTONIC=1",
-		)
+		cmd.Env = append(cmd.Env, faketime.Env(n.clockFile())...)
 	}
 	out := &bytes.Buffer{}
 	cmd.Stdout = out
@@ -192,8 +182,8 @@ func (n *node) exited() bool {
 	}
 }
 
-// stop kills the node and waits for it to exit.
-func (n *node) stop() {
+// Stop kills the node and waits for it to exit.
+func (n *node) Stop() {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
 	n.mu.Unlock()
@@ -211,7 +201,7 @@ func (n *node) stop() {
 // Restart kills the node if it runs and starts it again on the same ports,
 // first removing its data when wipe is set.
 func (n *node) Restart(ctx context.Context, wipe bool) error {
-	n.stop()
+	n.Stop()
 	if wipe {
 		for _, p := range n.spec.DataPaths {
 			if err := os.RemoveAll(filepath.Join(n.ep.Dir, p)); err != nil {
@@ -231,7 +221,7 @@ func (n *node) SetClock(offset time.Duration) error {
 	n.mu.Lock()
 	n.clock = offset
 	n.mu.Unlock()
-	return n.writeClock(offset)
+	return faketime.Write(n.clockFile(), offset)
 }
 
 // Clock is the offset in force.
@@ -241,22 +231,10 @@ func (n *node) Clock() time.Duration {
 	return n.clock
 }
 
-// writeClock writes an offset in libfaketime's relative format ("+20" or
-// "-1.5" seconds), replacing the file atomically so that the server never
-// reads half a line.
-func (n *node) writeClock(offset time.Duration) error {
-	text := fmt.Sprintf("%+.3f\n", offset.Seconds())
-	tmp := n.clockFile() + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, n.clockFile())
-}
-
 // resetClocks puts every faked clock back to the real time.
-func resetClocks(nodes []*node) {
+func resetClocks[S server](nodes []S) {
 	for _, n := range nodes {
-		if n.spec.FakeClock && n.Clock() != 0 {
+		if n.Clock() != 0 {
 			n.SetClock(0) //nolint:errcheck // the process is about to be killed anyway
 		}
 	}

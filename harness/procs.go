@@ -1,15 +1,14 @@
 package harness
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lockcheck/lockcheck/harness/procstate"
 )
 
 // procs owns every child process of a run. Each child runs in its own
@@ -74,57 +73,17 @@ func (p *procs) wait(cmd *exec.Cmd) error {
 }
 
 // signalGroup sends sig to the child's whole process group. A SIGSTOP
-// returns only once every thread of the child has stopped: the kernel wakes
-// one thread to start the group stop, and on a loaded machine the others
-// can run on for a millisecond meanwhile, long enough for a "paused" client
-// to send the write the pause was meant to delay.
+// returns only once every thread of the child has stopped (see
+// procstate.WaitStopped).
 func signalGroup(pid int, sig syscall.Signal) error {
 	err := syscall.Kill(-pid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return nil
 	}
 	if err == nil && sig == syscall.SIGSTOP {
-		return waitStopped(pid, 5*time.Second)
+		return procstate.WaitStopped(pid, 5*time.Second)
 	}
 	return err
-}
-
-// waitStopped polls /proc until every thread of pid is stopped (state T),
-// or pid is gone.
-func waitStopped(pid int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		stopped, err := allThreadsStopped(pid)
-		if err != nil || stopped {
-			return nil // gone (or unreadable): nothing left to wait for
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process %d did not stop within %s of SIGSTOP", pid, timeout)
-		}
-		time.Sleep(50 * time.Microsecond)
-	}
-}
-
-func allThreadsStopped(pid int) (bool, error) {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return false, err
-	}
-	for _, t := range tasks {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
-		if err != nil {
-			continue // the thread exited
-		}
-		// The state follows the command name, which may hold spaces.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 || i+2 >= len(stat) {
-			continue
-		}
-		if state := stat[i+2]; state != 'T' && state != 't' && state != 'Z' && state != 'X' {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // killAll continues every stopped child (a stopped process would otherwise

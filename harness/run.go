@@ -92,12 +92,17 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
-	for _, spec := range b.Nodes(cfg.Programs, cfg.Run.Params) {
+	return b, preflightRuntime(cfg, b.Nodes(cfg.Programs, cfg.Run.Params))
+}
+
+// checkPrograms finds the server programs local processes run.
+func checkPrograms(cfg Config, specs []backends.NodeSpec) error {
+	for _, spec := range specs {
 		if _, err := exec.LookPath(spec.Program); err != nil {
-			return b, fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install redis-server redis-sentinel) or pass its path with --%s", spec.Program, err, programFlag(cfg.Programs, spec.Program))
+			return fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install redis-server redis-sentinel) or pass its path with --%s", spec.Program, err, programFlag(cfg.Programs, spec.Program))
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // programFlag names the flag that sets the executable of program.
@@ -152,20 +157,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	defer res.Close()
 
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
-	nodes, err := startTopology(ctx, p, specs, filepath.Join(out.Dir, "nodes"))
+	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
 	if err != nil {
 		return out, err
 	}
-	defer func() {
-		resetClocks(nodes)
-		for _, n := range nodes {
-			n.stop()
-		}
-	}()
+	defer top.close()
+	nodes := top.servers
 	eps := make([]backends.Endpoint, len(nodes))
 	for i, n := range nodes {
-		eps[i] = n.ep
-		log.Info("node ready", "node", n.Name(), "addr", n.addr())
+		eps[i] = n.Endpoint()
+		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
 	}
 	if backend.Ready != nil {
 		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -176,12 +177,12 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		}
 	}
 	cfg.Run.Versions = map[string]string{}
-	for i, n := range nodes {
+	for i := range nodes {
 		if specs[i].Version == nil {
 			continue
 		}
-		if v, err := specs[i].Version(ctx, n.addr()); err == nil {
-			cfg.Run.Versions[specs[i].Program] = v
+		if v, err := specs[i].Version(ctx, eps[i].Addr()); err == nil {
+			cfg.Run.Versions[top.versionKey(i)] = v
 		}
 	}
 
@@ -274,7 +275,7 @@ type fleet struct {
 	cfg   Config
 	procs *procs
 	hist  *history.Writer
-	nodes []*node
+	nodes []server
 	log   *slog.Logger
 	dir   string
 	base  workloads.WorkerConfig
@@ -380,7 +381,8 @@ func (f *fleet) slot(i int) *worker {
 }
 
 func (f *fleet) recordNemesis(verb string, v history.Value) {
-	if verb == history.NemPause || verb == history.NemKill {
+	switch verb {
+	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition:
 		f.faults.Add(1)
 	}
 	if _, err := f.hist.Append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v}); err != nil {

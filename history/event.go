@@ -195,4 +195,9 @@ const (
 	NemClockJump = "clock-jump"
 	// NemClockReset puts Target's wall clock back (Detail "reset").
 	NemClockReset = "clock-reset"
+	// NemPartition cuts Target off the run's network: no node and no
+	// client reaches it, and it reaches no one.
+	NemPartition = "partition"
+	// NemHeal connects a partitioned Target again.
+	NemHeal = "heal"
 )

@@ -320,7 +320,7 @@ func (b *builder) faults(fs []checker.Fault) {
 			break
 		}
 		class := "fault-other"
-		if f.Kind == history.NemPause || f.Kind == history.NemKill {
+		if f.Kind == history.NemPause || f.Kind == history.NemKill || f.Kind == history.NemPartition {
 			class = "fault-" + f.Kind
 		}
 		end := max(f.End, f.Start)
@@ -623,7 +623,7 @@ func observesOnly(verb string) bool {
 func nodeEventKind(verb string) string {
 	switch {
 	case verb == history.NemPause, verb == history.NemResume, verb == history.NemKill, verb == history.NemStart,
-		verb == history.NemSwitchMaster, verb == history.NemRole:
+		verb == history.NemSwitchMaster, verb == history.NemRole, verb == history.NemPartition, verb == history.NemHeal:
 		return verb
 	case strings.Contains(verb, "clock"), strings.Contains(verb, "skew"):
 		return "clock"
@@ -637,7 +637,7 @@ func nodeEventKind(verb string) string {
 var zeroOffset = regexp.MustCompile(`^[+-]?0*(\.0*)?[a-z]*$|^reset`)
 
 // nodeStates draws each node's lane: a thin line while it is up, and bars
-// while it is paused or killed, its clock is off, or it holds a role
+// while it is paused, killed or cut off the network, its clock is off, or it holds a role
 // (master, leader), from the nemesis events that name it.
 func (b *builder) nodeStates(h *history.History, end int64) {
 	if len(b.nodeLane) == 0 {
@@ -686,6 +686,13 @@ func (b *builder) nodeStates(h *history.History, end int64) {
 		case history.NemKill:
 			closeBar(node, "node-paused", e.Time) // a killed process is no longer stopped
 			openBar(node, "node-killed", e.Time, "killed")
+		case history.NemPartition:
+			openBar(node, "node-partitioned", e.Time, "cut off the network")
+		case history.NemHeal:
+			closeBar(node, "node-partitioned", e.Time)
+			if detail != "" {
+				b.nodePoint(node, e, detail)
+			}
 		case history.NemStart:
 			closeBar(node, "node-killed", e.Time)
 			if detail != "" {

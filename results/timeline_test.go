@@ -49,6 +49,22 @@ func TestTimelineNodeLanes(t *testing.T) {
 	}
 }
 
+// A partition is a bar on the node's lane from the cut to the heal, and a
+// band across the timeline.
+func TestTimelineNodePartition(t *testing.T) {
+	h := storyHistory(plain)
+	for _, e := range []history.Event{
+		{Time: at(20_000), Process: history.Nemesis, Type: history.Info, F: history.NemPartition, Value: &history.Value{Target: "redis-0"}},
+		{Time: at(24_000), Process: history.Nemesis, Type: history.Info, F: history.NemHeal, Value: &history.Value{Target: "redis-0"}},
+	} {
+		e.Index = int64(len(h.Events))
+		h.Events = append(h.Events, e)
+	}
+	svg := svgOf(t, renderReport(t, h, checker.Check(h, nil, checker.Options{})))
+	assert.Equal(t, []string{"redis-0 cut off the network from 20.000 s to 24.000 s"}, titlesOf(svg, "node-partitioned"))
+	assert.Contains(t, titlesOf(svg, "fault-partition"), "partition redis-0 from 20.000 s to 24.000 s")
+}
+
 func TestTimelineNodeClock(t *testing.T) {
 	h := storyHistory(hostile{key: "lock-0", target: "redis-2", errText: "busy"})
 	// The scenario's verb says "clock offset +5s"; a second jump ends the first.

@@ -43,11 +43,16 @@ func Catalogue() ([]*File, error) {
 	return out, nil
 }
 
-// Config is the harness configuration that runs the scenario.
-func (f *File) Config(out string, programs catalog.Programs) harness.Config {
+// Config is the harness configuration that runs the scenario. runParams
+// are settings of the run rather than of the incident (the runtime and its
+// images); they go into the run's params beside the scenario's own.
+func (f *File) Config(out string, programs catalog.Programs, runParams map[string]string) harness.Config {
 	ttl := f.TTL.D()
 	params := map[string]string{}
 	for k, v := range f.Params {
+		params[k] = v
+	}
+	for k, v := range runParams {
 		params[k] = v
 	}
 	if f.Watchdog {
@@ -78,8 +83,8 @@ type Outcome struct {
 
 // Run runs the scenario, checks it and compares the result with the
 // expectations.
-func Run(ctx context.Context, f *File, out string, programs catalog.Programs) (Outcome, error) {
-	run, err := harness.Run(ctx, f.Config(out, programs))
+func Run(ctx context.Context, f *File, out string, programs catalog.Programs, runParams map[string]string) (Outcome, error) {
+	run, err := harness.Run(ctx, f.Config(out, programs, runParams))
 	if err != nil {
 		return Outcome{Dir: run.Dir}, err
 	}

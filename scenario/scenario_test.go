@@ -95,10 +95,10 @@ func TestCatalogue(t *testing.T) {
 	out := t.TempDir()
 	for _, f := range all {
 		t.Run(f.Name, func(t *testing.T) {
-			if _, err := harness.Preflight(f.Config(out, catalog.Programs{})); err != nil {
+			if _, err := harness.Preflight(f.Config(out, catalog.Programs{}, nil)); err != nil {
 				t.Fatalf("cannot run %s here: %v (run scripts/setup)", f.Name, err)
 			}
-			o, err := Run(context.Background(), f, out, catalog.Programs{})
+			o, err := Run(context.Background(), f, out, catalog.Programs{}, nil)
 			require.NoError(t, err)
 			for _, m := range o.Comparison.Mismatches {
 				t.Errorf("%s: expected %s, observed %s (run directory %s)", m.What, m.Expected, m.Observed, o.Dir)

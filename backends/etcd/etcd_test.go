@@ -73,24 +73,31 @@ func TestTimingFromParams(t *testing.T) {
 	}
 }
 
-// A member's command line names every peer, on loopback, and its own ports.
+// A member's command line is etcd's own: it names every peer and its own
+// addresses, listening where the runtime says and advertising where others
+// reach it.
 func TestNodeArgsNameEveryPeer(t *testing.T) {
 	all := []backends.Endpoint{
 		{Name: "etcd-0", Ports: []int{2000, 2001}, Dir: "/run/etcd-0"},
-		{Name: "etcd-1", Ports: []int{2010, 2011}, Dir: "/run/etcd-1"},
+		{Name: "etcd-1", Host: "172.28.0.3", Bind: "0.0.0.0", Ports: []int{2379, 2380}, Dir: "/run/etcd-1"},
 	}
 	spec := Node("etcd-1", "/bin/lockcheck", DefaultTiming)
 	assert.Equal(t, 2, spec.Ports)
 	assert.Equal(t, []string{MemberEnv + "=1"}, spec.Env)
+	assert.Equal(t, backends.ImageEtcd, spec.Image)
 	assert.Equal(t, []string{
-		memberCommand,
 		"--name", "etcd-1",
-		"--dir", "/run/etcd-1",
-		"--client-port", "2010",
-		"--peer-port", "2011",
-		"--initial-cluster", "etcd-0=http://127.0.0.1:2001,etcd-1=http://127.0.0.1:2011",
-		"--heartbeat", "100ms",
-		"--election", "600ms",
+		"--data-dir", "/run/etcd-1/data",
+		"--listen-client-urls", "http://0.0.0.0:2379",
+		"--advertise-client-urls", "http://172.28.0.3:2379",
+		"--listen-peer-urls", "http://0.0.0.0:2380",
+		"--initial-advertise-peer-urls", "http://172.28.0.3:2380",
+		"--initial-cluster", "etcd-0=http://127.0.0.1:2001,etcd-1=http://172.28.0.3:2380",
+		"--initial-cluster-token", "lockcheck",
+		"--initial-cluster-state", "new",
+		"--heartbeat-interval", "100",
+		"--election-timeout", "600",
+		"--log-outputs", "etcd.log",
 	}, spec.Args(all[1], all))
 }
 
@@ -100,9 +107,10 @@ func TestRunMemberRefusesABadCommandLine(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"not a member", []string{"run"}, `not "etcd-member"`},
-		{"no name", []string{memberCommand, "--dir", "/tmp"}, "--name, --dir"},
-		{"unknown flag", []string{memberCommand, "--bogus"}, "bogus"},
+		{"no name", []string{"--data-dir", "/tmp"}, "--name, --data-dir"},
+		{"unknown flag", []string{"--bogus"}, "bogus"},
+		{"bad url", []string{"--name", "a", "--data-dir", "/tmp/x", "--listen-client-urls", "nohost",
+			"--listen-peer-urls", "http://127.0.0.1:1", "--initial-cluster", "a=http://127.0.0.1:1"}, "want a URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,10 +25,6 @@ import (
 // re-executes itself, so no etcd binary is needed.
 const MemberEnv = "LOCKCHECK_ETCD_MEMBER"
 
-// memberCommand is the first argument of a member process, so that ps shows
-// what it is.
-const memberCommand = "etcd-member"
-
 // Run params of the etcd topology, as Go durations.
 const (
 	ParamHeartbeat = "etcd-heartbeat"
@@ -80,10 +76,12 @@ func (t Timing) MinTTL() time.Duration {
 	return time.Duration(math.Ceil((time.Duration(ticks) * t.Heartbeat).Seconds())) * time.Second
 }
 
-// Node describes one member: program is the lockcheck executable, which
-// becomes a member when started with MemberEnv set. It listens on two
-// loopback ports, clients then peers, and keeps its data and its log in its
-// node directory.
+// Node describes one member. Its command line is etcd's own, so that the
+// same arguments start a member of an etcd image under the docker runtime
+// and lockcheck's embedded member as a local process: program is the
+// lockcheck executable, which becomes a member when started with MemberEnv
+// set (or under the name etcd). It listens on two ports, clients then
+// peers, and keeps its data and its log in its node directory.
 func Node(name, program string, t Timing) backends.NodeSpec {
 	return backends.NodeSpec{
 		Name:    name,
@@ -95,20 +93,29 @@ func Node(name, program string, t Timing) backends.NodeSpec {
 				peers[i] = e.Name + "=" + peerURL(e)
 			}
 			return []string{
-				memberCommand,
 				"--name", self.Name,
-				"--dir", self.Dir,
-				"--client-port", strconv.Itoa(self.Ports[0]),
-				"--peer-port", strconv.Itoa(self.Ports[1]),
+				"--data-dir", filepath.Join(self.Dir, dataDir),
+				"--listen-client-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.Ports[0])),
+				"--advertise-client-urls", "http://" + self.AddrOf(0),
+				"--listen-peer-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.Ports[1])),
+				"--initial-advertise-peer-urls", peerURL(self),
 				"--initial-cluster", strings.Join(peers, ","),
-				"--heartbeat", t.Heartbeat.String(),
-				"--election", t.Election.String(),
+				"--initial-cluster-token", "lockcheck",
+				// A restarted member finds its data directory and ignores this.
+				"--initial-cluster-state", "new",
+				"--heartbeat-interval", strconv.FormatInt(t.Heartbeat.Milliseconds(), 10),
+				"--election-timeout", strconv.FormatInt(t.Election.Milliseconds(), 10),
+				// Relative to the node directory, where the member runs:
+				// etcd splits this flag at commas, which a path may hold.
+				"--log-outputs", LogFile,
 			}
 		},
 		Env:       []string{MemberEnv + "=1"},
 		DataPaths: []string{dataDir},
 		Ready:     listening,
 		Version:   version,
+		Image:     backends.ImageEtcd,
+		Command:   "etcd",
 	}
 }
 
@@ -121,7 +128,7 @@ const walSegmentBytes = 4 << 20
 // LogFile is the member's log inside its node directory.
 const LogFile = "etcd.log"
 
-func peerURL(e backends.Endpoint) string { return "http://127.0.0.1:" + strconv.Itoa(e.Ports[1]) }
+func peerURL(e backends.Endpoint) string { return "http://" + e.AddrOf(1) }
 
 // listening is a member's own readiness: its client port accepts
 // connections. A lone member of a new cluster cannot serve requests before
@@ -143,11 +150,12 @@ func version(ctx context.Context, addr string) (string, error) {
 	return "etcd " + st.Version + " (embedded)", nil
 }
 
-// RunMemberFromEnv runs this process as an etcd member if MemberEnv is set,
+// RunMemberFromEnv runs this process as an etcd member if MemberEnv is set
+// or it was started under the name etcd (as in lockcheck's etcd image),
 // until the process is killed. A member that cannot start or stops with an
 // error ends the process with status 3.
 func RunMemberFromEnv() bool {
-	if os.Getenv(MemberEnv) == "" {
+	if os.Getenv(MemberEnv) == "" && filepath.Base(os.Args[0]) != "etcd" {
 		return false
 	}
 	err := runMember(os.Args[1:])
@@ -156,47 +164,64 @@ func RunMemberFromEnv() bool {
 	return true
 }
 
-// runMember starts a member from its command line and returns when it
-// stops, which it only does on an error.
+// runMember starts a member from etcd's own flags (the subset lockcheck
+// uses) and returns when it stops, which it only does on an error.
 func runMember(args []string) error {
-	if len(args) == 0 || args[0] != memberCommand {
-		return fmt.Errorf("%s is set but the command line is not %q", MemberEnv, memberCommand)
-	}
-	fs := flag.NewFlagSet(memberCommand, flag.ContinueOnError)
+	fs := flag.NewFlagSet("etcd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error says what is wrong
 	var (
-		name, dir, initial   string
-		clientPort, peerPort int
-		t                    Timing
+		name, dataDir, initial, token, state, logOutputs string
+		listenClient, advertiseClient                    string
+		listenPeer, advertisePeer                        string
+		heartbeatMs, electionMs                          int
 	)
 	fs.StringVar(&name, "name", "", "member name")
-	fs.StringVar(&dir, "dir", "", "node directory")
-	fs.IntVar(&clientPort, "client-port", 0, "loopback port for clients")
-	fs.IntVar(&peerPort, "peer-port", 0, "loopback port for peers")
+	fs.StringVar(&dataDir, "data-dir", "", "data directory")
+	fs.StringVar(&listenClient, "listen-client-urls", "", "URL to serve clients on")
+	fs.StringVar(&advertiseClient, "advertise-client-urls", "", "URL clients reach the member at")
+	fs.StringVar(&listenPeer, "listen-peer-urls", "", "URL to serve peers on")
+	fs.StringVar(&advertisePeer, "initial-advertise-peer-urls", "", "URL peers reach the member at")
 	fs.StringVar(&initial, "initial-cluster", "", "name=peer-url,... of every member")
-	fs.DurationVar(&t.Heartbeat, "heartbeat", DefaultTiming.Heartbeat, "raft heartbeat interval")
-	fs.DurationVar(&t.Election, "election", DefaultTiming.Election, "raft election timeout")
-	if err := fs.Parse(args[1:]); err != nil {
+	fs.StringVar(&token, "initial-cluster-token", "lockcheck", "cluster token")
+	fs.StringVar(&state, "initial-cluster-state", embed.ClusterStateFlagNew, "new or existing")
+	fs.IntVar(&heartbeatMs, "heartbeat-interval", int(DefaultTiming.Heartbeat/time.Millisecond), "raft heartbeat interval in ms")
+	fs.IntVar(&electionMs, "election-timeout", int(DefaultTiming.Election/time.Millisecond), "raft election timeout in ms")
+	fs.StringVar(&logOutputs, "log-outputs", "stderr", "where the log goes")
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if name == "" || dir == "" || clientPort == 0 || peerPort == 0 || initial == "" {
-		return errors.New("--name, --dir, --client-port, --peer-port and --initial-cluster are required")
+	if name == "" || dataDir == "" || listenClient == "" || listenPeer == "" || initial == "" {
+		return errors.New("--name, --data-dir, --listen-client-urls, --listen-peer-urls and --initial-cluster are required")
 	}
-	clientURL := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(clientPort)}
-	peer := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(peerPort)}
+	if advertiseClient == "" {
+		advertiseClient = listenClient
+	}
+	if advertisePeer == "" {
+		advertisePeer = listenPeer
+	}
+	urls := map[string][]url.URL{}
+	for flagName, value := range map[string]string{
+		"listen-client-urls": listenClient, "advertise-client-urls": advertiseClient,
+		"listen-peer-urls": listenPeer, "initial-advertise-peer-urls": advertisePeer,
+	} {
+		u, err := url.Parse(value)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("--%s %q: want a URL such as http://127.0.0.1:2379", flagName, value)
+		}
+		urls[flagName] = []url.URL{*u}
+	}
 
 	cfg := embed.NewConfig()
 	cfg.Name = name
-	cfg.Dir = filepath.Join(dir, dataDir)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clientURL}, []url.URL{clientURL}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.Dir = dataDir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = urls["listen-client-urls"], urls["advertise-client-urls"]
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = urls["listen-peer-urls"], urls["initial-advertise-peer-urls"]
 	cfg.InitialCluster = initial
-	cfg.InitialClusterToken = "lockcheck"
-	// A restarted member finds its data directory and ignores this.
-	cfg.ClusterState = embed.ClusterStateFlagNew
-	cfg.TickMs = uint(t.Heartbeat / time.Millisecond)
-	cfg.ElectionMs = uint(t.Election / time.Millisecond)
-	cfg.LogOutputs = []string{filepath.Join(dir, LogFile)}
+	cfg.InitialClusterToken = token
+	cfg.ClusterState = state
+	cfg.TickMs = uint(heartbeatMs)
+	cfg.ElectionMs = uint(electionMs)
+	cfg.LogOutputs = strings.Split(logOutputs, ",")
 	// Only etcd's own flag parsing sets this default; left at zero, every
 	// request is logged as slow.
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration

@@ -236,19 +236,32 @@ func Node(name, program string) backends.NodeSpec {
 		Ports:   1,
 		Args: func(self backends.Endpoint, _ []backends.Endpoint) []string {
 			return []string{
-				"--bind", "127.0.0.1",
+				"--bind", self.BindAddr(),
 				"--port", strconv.Itoa(self.Ports[0]),
 				"--dir", self.Dir,
 				"--logfile", "redis.log",
 				"--save", "",
 				"--appendonly", "no",
 				"--daemonize", "no",
-				"--protected-mode", "yes",
+				// Protected mode refuses everyone but loopback; a node in a
+				// container is reached over the run's private network.
+				"--protected-mode", ProtectedMode(self),
 			}
 		},
 		Ready:   ping,
 		Version: version,
+		Image:   backends.ImageRedis,
+		Command: "redis-server",
 	}
+}
+
+// ProtectedMode is yes for a node on loopback, no for one on a private
+// container network (which protects it instead).
+func ProtectedMode(self backends.Endpoint) string {
+	if self.BindAddr() == backends.Loopback {
+		return "yes"
+	}
+	return "no"
 }
 
 func ping(ctx context.Context, addr string) error {

@@ -49,7 +49,8 @@ func Nodes(redisServer, redisSentinel string, s Settings) []backends.NodeSpec {
 			if replica {
 				// A replica that restarts follows redis-0 again, whatever
 				// it is now; the sentinels reconfigure it to the master.
-				args = append(args, "--replicaof", "127.0.0.1", strconv.Itoa(endpoint(all, DataName(0)).Ports[0]))
+				master := endpoint(all, DataName(0))
+				args = append(args, "--replicaof", master.HostName(), strconv.Itoa(master.Ports[0]))
 			}
 			return args
 		}
@@ -87,23 +88,25 @@ func sentinelArgs(self backends.Endpoint, all []backends.Endpoint, s Settings) [
 func sentinelConfig(self backends.Endpoint, all []backends.Endpoint, s Settings) string {
 	master := endpoint(all, DataName(0))
 	lines := []string{
-		"bind 127.0.0.1",
+		"bind " + self.BindAddr(),
+		"protected-mode " + redis.ProtectedMode(self),
 		"port " + strconv.Itoa(self.Ports[0]),
 		"dir " + self.Dir,
 		"logfile sentinel.log",
 		"daemonize no",
 		"sentinel myid " + sentinelID(self.Name),
-		fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", MasterName, master.Ports[0], quorum),
+		fmt.Sprintf("sentinel monitor %s %s %d %d", MasterName, master.HostName(), master.Ports[0], quorum),
 		fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, s.DownAfter.Milliseconds()),
 		fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, s.FailoverTimeout.Milliseconds()),
 		fmt.Sprintf("sentinel parallel-syncs %s 1", MasterName),
 	}
 	for i := 1; i < dataNodes; i++ {
-		lines = append(lines, fmt.Sprintf("sentinel known-replica %s 127.0.0.1 %d", MasterName, endpoint(all, DataName(i)).Ports[0]))
+		replica := endpoint(all, DataName(i))
+		lines = append(lines, fmt.Sprintf("sentinel known-replica %s %s %d", MasterName, replica.HostName(), replica.Ports[0]))
 	}
 	for i := 0; i < sentinelNodes; i++ {
 		if other := endpoint(all, SentinelName(i)); other.Name != self.Name {
-			lines = append(lines, fmt.Sprintf("sentinel known-sentinel %s 127.0.0.1 %d %s", MasterName, other.Ports[0], sentinelID(other.Name)))
+			lines = append(lines, fmt.Sprintf("sentinel known-sentinel %s %s %d %s", MasterName, other.HostName(), other.Ports[0], sentinelID(other.Name)))
 		}
 	}
 	return strings.Join(lines, "\n") + "\n"

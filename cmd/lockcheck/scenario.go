@@ -57,6 +57,8 @@ func newScenarioRunCmd() *cobra.Command {
 		file     string
 		out      string
 		programs = catalog.Programs{}
+		// runtimeParams gives --runtime and the images as run params.
+		runtimeParams func() (map[string]string, error)
 	)
 	cmd := &cobra.Command{
 		Use:   "run [NAME ...]",
@@ -71,16 +73,20 @@ explains the scenario in the terms of the account it reproduces.`,
 			if err != nil {
 				return err
 			}
+			runParams, err := runtimeParams()
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			for _, f := range files {
-				if _, err := harness.Preflight(f.Config(out, programs)); err != nil {
+				if _, err := harness.Preflight(f.Config(out, programs, runParams)); err != nil {
 					return fmt.Errorf("scenario %s: %w", f.Name, err)
 				}
 			}
 			failed := 0
 			for _, f := range files {
-				ok, err := runScenario(ctx, cmd.OutOrStdout(), f, out, programs)
+				ok, err := runScenario(ctx, cmd.OutOrStdout(), f, out, programs, runParams)
 				if err != nil {
 					return err
 				}
@@ -99,6 +105,7 @@ explains the scenario in the terms of the account it reproduces.`,
 	cmd.Flags().StringVar(&file, "file", "", "run the scenario in this YAML file")
 	cmd.Flags().StringVar(&out, "out", "store", "directory that holds run directories")
 	cmd.Flags().Var(programFlag{programs, "redis-server"}, "redis-server", "redis-server executable (looked up on PATH)")
+	runtimeParams = runtimeFlags(cmd.Flags())
 	return cmd
 }
 
@@ -154,9 +161,9 @@ func pickScenarios(names []string, all bool, file string) ([]*scenario.File, err
 
 // runScenario runs one scenario and prints expected against observed. It
 // reports whether every expectation was met.
-func runScenario(ctx context.Context, w io.Writer, f *scenario.File, out string, programs catalog.Programs) (bool, error) {
+func runScenario(ctx context.Context, w io.Writer, f *scenario.File, out string, programs catalog.Programs, runParams map[string]string) (bool, error) {
 	fmt.Fprintf(w, "\n== %s: %s\n", f.Name, f.Title)
-	o, err := scenario.Run(ctx, f, out, programs)
+	o, err := scenario.Run(ctx, f, out, programs, runParams)
 	if err != nil {
 		return false, fmt.Errorf("scenario %s: %w", f.Name, err)
 	}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/lockcheck/lockcheck/harness/container/containertest"
+)
+
+// Under --runtime docker every backend gives the verdicts it gives as local
+// processes: its run without faults passes and its signature fault breaks
+// it. Redlock's signature is clock-pause with a 2 s TTL: restarting a
+// container takes 0.3-0.5 s, and the paused minority must be back within
+// one lease (see lockcheck's warning).
+func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
+	cli := containertest.Engine(t)
+	images := containertest.Images(t, cli)
+	t.Cleanup(func() {
+		assert.Zero(t, containertest.Leftovers(t, cli), "no container or network of any run is left")
+	})
+	docker := []string{"--runtime", "docker", "--redis-image", images["redis"], "--etcd-image", images["etcd"]}
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"redis, no faults", []string{"--backend", "redis", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"redis, pause-holder", []string{"--backend", "redis", "--nemesis", "pause-holder", "--time-limit", "8s"}, exitInvalid},
+		{"sentinel, no faults", []string{"--backend", "sentinel", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"sentinel, failover-lost-lock", []string{"--backend", "sentinel", "--nemesis", "failover-lost-lock", "--ttl", "10s",
+			"--pause", "4s", "--nemesis-interval", "2s", "--time-limit", "15s"}, exitInvalid},
+		{"redlock, no faults", []string{"--backend", "redlock", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"redlock, clock-pause", []string{"--backend", "redlock", "--nemesis", "clock-pause", "--ttl", "2s", "--time-limit", "15s"}, exitInvalid},
+		{"etcd, no faults", []string{"--backend", "etcd", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"etcd, pause-holder", []string{"--backend", "etcd", "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "12s"}, exitInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			process, resProcess, _ := runLockcheck(t, tt.args...)
+			inDocker, resDocker, _ := runLockcheck(t, append(tt.args, docker...)...)
+			assert.Equal(t, tt.want, process.code, "process runtime: %s", resProcess.Reason)
+			assert.Equal(t, tt.want, inDocker.code, "docker runtime: %s", resDocker.Reason)
+			assert.Equal(t, resProcess.Valid, resDocker.Valid)
+		})
+	}
+}

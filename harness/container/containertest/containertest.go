@@ -1,0 +1,66 @@
+// Package containertest gives tests of the docker runtime a Docker engine
+// and lockcheck's images, or skips them saying plainly why.
+package containertest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/harness/container"
+)
+
+// EtcdImage is the tag of the etcd image tests build from their own binary
+// (which runs as an etcd member under the name etcd, like lockcheck does),
+// so that a test never replaces the image lockcheck images build made.
+const EtcdImage = "lockcheck/etcd:test"
+
+// Engine connects to the local Docker engine, or skips the test.
+func Engine(t testing.TB) *testcontainers.DockerClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := container.Connect(ctx, nil)
+	if err != nil {
+		t.Skipf("SKIPPED: no Docker engine answers on this machine, so the docker runtime is not tested here: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Images builds the Redis image from the installed redis-server and the
+// etcd image from the test binary (each once: an up-to-date image is kept)
+// and returns them by kind.
+func Images(t testing.TB, cli *testcontainers.DockerClient) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	redis, err := container.RedisRecipe(container.RedisImage, "redis-server")
+	require.NoError(t, err)
+	_, err = container.Build(ctx, cli, redis, false)
+	require.NoError(t, err)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	_, err = container.Build(ctx, cli, container.EtcdRecipe(EtcdImage, self), false)
+	require.NoError(t, err)
+	return map[string]string{backends.ImageRedis: container.RedisImage, backends.ImageEtcd: EtcdImage}
+}
+
+// Leftovers counts the containers and networks of this test process that
+// still exist.
+func Leftovers(t testing.TB, cli *testcontainers.DockerClient) int {
+	t.Helper()
+	owner, err := container.Owner()
+	require.NoError(t, err)
+	filter := client.Filters{}.Add("label", container.LabelOwner+"="+owner)
+	cs, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: filter})
+	require.NoError(t, err)
+	ns, err := cli.NetworkList(context.Background(), client.NetworkListOptions{Filters: filter})
+	require.NoError(t, err)
+	return len(cs.Items) + len(ns.Items)
+}

@@ -1,0 +1,305 @@
+package container
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/lockcheck/lockcheck/harness/faketime"
+)
+
+// The images lockcheck builds, and the default of --redis-image and
+// --etcd-image.
+const (
+	RedisImage = "lockcheck/redis:local"
+	EtcdImage  = "lockcheck/etcd:local"
+)
+
+// labelSource is the digest of everything an image was built from: an
+// image whose label matches is up to date and is not built again.
+const labelSource = "org.lockcheck.source"
+
+// binDir is where an image keeps its programs.
+const binDir = "/usr/local/bin"
+
+// ImageRecipe is an image made with no registry and no base image: the
+// files of the host that a program needs, imported into the engine as one
+// layer.
+type ImageRecipe struct {
+	Tag string
+	// Programs are host executables copied to /usr/local/bin under the
+	// given name, with every library ldd lists at its own path.
+	Programs map[string]string
+	// Libraries are further host files (preloaded libraries), copied with
+	// their own dependencies.
+	Libraries []string
+	// Links are symlinks in /usr/local/bin: name -> target.
+	Links map[string]string
+	// Entrypoint is the image's default command.
+	Entrypoint string
+}
+
+// RedisRecipe makes an image of the host's redis-server, its libraries and
+// libfaketime, so that clock faults work in containers too. redis-server
+// runs as sentinel under the name redis-sentinel (or with --sentinel).
+func RedisRecipe(tag, redisServer string) (ImageRecipe, error) {
+	server, err := exec.LookPath(redisServer)
+	if err != nil {
+		return ImageRecipe{}, fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install redis-server) or pass its path with --redis-server", redisServer, err)
+	}
+	for _, lib := range faketime.Libs {
+		if _, err := os.Stat(lib); err != nil {
+			return ImageRecipe{}, fmt.Errorf("the redis image needs %s for clock faults: %s", lib, faketime.InstallFix)
+		}
+	}
+	return ImageRecipe{
+		Tag:        tag,
+		Programs:   map[string]string{"redis-server": server},
+		Libraries:  faketime.Libs,
+		Links:      map[string]string{"redis-sentinel": "redis-server"},
+		Entrypoint: "redis-server",
+	}, nil
+}
+
+// EtcdRecipe makes an image of lockcheck's own embedded etcd member: the
+// executable self (lockcheck, static or with its libraries) runs as a
+// member when started under the name etcd, with etcd's own flags.
+func EtcdRecipe(tag, self string) ImageRecipe {
+	return ImageRecipe{
+		Tag:        tag,
+		Programs:   map[string]string{"lockcheck": self},
+		Links:      map[string]string{"etcd": "lockcheck"},
+		Entrypoint: "etcd",
+	}
+}
+
+// file is one file of an image: its path inside and where it comes from.
+type file struct{ inside, host string }
+
+// files lists what goes into the image, sorted by path.
+func (r ImageRecipe) files() ([]file, error) {
+	seen := map[string]bool{}
+	var out []file
+	add := func(inside, host string) {
+		if !seen[inside] {
+			seen[inside] = true
+			out = append(out, file{inside, host})
+		}
+	}
+	var needs []string
+	for name, host := range r.Programs {
+		add(path.Join(binDir, name), host)
+		needs = append(needs, host)
+	}
+	for _, lib := range r.Libraries {
+		add(lib, lib)
+		needs = append(needs, lib)
+	}
+	for _, bin := range needs {
+		libs, err := sharedLibraries(bin)
+		if err != nil {
+			return nil, err
+		}
+		for _, lib := range libs {
+			add(lib, lib)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].inside < out[j].inside })
+	return out, nil
+}
+
+// sharedLibraries lists the absolute paths of the libraries ldd says bin
+// loads, the dynamic loader among them; none for a static binary.
+func sharedLibraries(bin string) ([]string, error) {
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		if bytes.Contains(out, []byte("not a dynamic executable")) || bytes.Contains(out, []byte("statically linked")) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ldd %s: %v: %s", bin, err, strings.TrimSpace(string(out)))
+	}
+	return parseLdd(string(out)), nil
+}
+
+// parseLdd reads ldd's output: "libc.so.6 => /lib/.../libc.so.6 (0x...)",
+// "/lib64/ld-linux-x86-64.so.2 (0x...)" and the kernel's vdso, which has no
+// file.
+func parseLdd(out string) []string {
+	var libs []string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if _, after, ok := strings.Cut(line, "=>"); ok {
+			line = strings.TrimSpace(after)
+		}
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "/") {
+			libs = append(libs, f[0])
+		}
+	}
+	return libs
+}
+
+// digest sums the recipe: paths, contents and links.
+func (r ImageRecipe) digest(files []file) (string, error) {
+	h := sha256.New()
+	for _, f := range files {
+		fmt.Fprintf(h, "file %s\n", f.inside)
+		in, err := os.Open(f.host)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(h, in)
+		in.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	links, _ := json.Marshal(r.Links)
+	fmt.Fprintf(h, "links %s\nentrypoint %s\n", links, r.Entrypoint)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeRootfs writes the image's file system as a tar stream.
+func (r ImageRecipe) writeRootfs(w io.Writer, files []file) error {
+	tw := tar.NewWriter(w)
+	dirs := map[string]bool{}
+	mkdir := func(dir string, mode int64) error {
+		var parents []string
+		for d := dir; d != "/" && d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			dirs[parents[i]] = true
+			m := int64(0o755)
+			if parents[i] == dir {
+				m = mode
+			}
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(parents[i], "/") + "/", Mode: m}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// Servers write temporary files; the node directory is mounted.
+	if err := mkdir("/tmp", 0o1777); err != nil {
+		return err
+	}
+	if err := mkdir(binDir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := mkdir(path.Dir(f.inside), 0o755); err != nil {
+			return err
+		}
+		in, err := os.Open(f.host) // follows symlinks: the image gets the file
+		if err != nil {
+			return err
+		}
+		st, err := in.Stat()
+		if err != nil {
+			in.Close()
+			return err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.inside, "/"), Mode: 0o755, Size: st.Size()}
+		if err := tw.WriteHeader(hdr); err != nil {
+			in.Close()
+			return err
+		}
+		_, err = io.Copy(tw, in)
+		in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	names := make([]string, 0, len(r.Links))
+	for name := range r.Links {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(path.Join(binDir, name), "/"), Linkname: r.Links[name], Mode: 0o777}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// BuildResult says what Build did.
+type BuildResult struct {
+	Tag    string
+	Built  bool // false: an up-to-date image was there already
+	Files  int
+	Bytes  int64
+	Digest string
+}
+
+// Build imports the recipe's image into the engine unless an image with
+// its tag was built from the same files already (force builds anyway).
+func Build(ctx context.Context, cli *testcontainers.DockerClient, r ImageRecipe, force bool) (BuildResult, error) {
+	files, err := r.files()
+	if err != nil {
+		return BuildResult{}, err
+	}
+	sum, err := r.digest(files)
+	if err != nil {
+		return BuildResult{}, err
+	}
+	res := BuildResult{Tag: r.Tag, Files: len(files), Digest: sum[:12]}
+	for _, f := range files {
+		if st, err := os.Stat(f.host); err == nil {
+			res.Bytes += st.Size()
+		}
+	}
+	if !force {
+		if img, err := cli.ImageInspect(ctx, r.Tag); err == nil && img.Config != nil && img.Config.Labels[labelSource] == sum {
+			return res, nil
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(r.writeRootfs(pw, files)) }()
+	entry, _ := json.Marshal([]string{filepath.Join(binDir, r.Entrypoint)})
+	changes := []string{
+		"ENV PATH=" + binDir,
+		"LABEL " + labelSource + "=" + sum,
+		"ENTRYPOINT " + string(entry),
+	}
+	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, r.Tag, client.ImageImportOptions{Changes: changes, Message: "built by lockcheck images build"})
+	if err != nil {
+		pr.CloseWithError(err)
+		return res, fmt.Errorf("importing %s: %v", r.Tag, oneLine(err))
+	}
+	defer rc.Close()
+	// The engine reports progress as JSON messages, an error among them.
+	dec := json.NewDecoder(rc)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			break
+		} else if err != nil {
+			return res, fmt.Errorf("importing %s: %v", r.Tag, err)
+		}
+		if msg.Error != "" {
+			return res, fmt.Errorf("importing %s: %s", r.Tag, msg.Error)
+		}
+	}
+	res.Built = true
+	return res, nil
+}

@@ -1,0 +1,137 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/backends/redis"
+	"github.com/lockcheck/lockcheck/harness/container/containertest"
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// dockerConfig is a run of backend under the docker runtime, or skips the
+// test where no Docker engine answers.
+func dockerConfig(t *testing.T, backend string, faults []string, limit time.Duration) Config {
+	t.Helper()
+	cli := containertest.Engine(t)
+	images := containertest.Images(t, cli)
+	t.Cleanup(func() {
+		assert.Zero(t, containertest.Leftovers(t, cli), "no container or network of the run is left")
+	})
+	cfg := testConfig(t, redis.Correct, "unfenced", faults, limit)
+	cfg.Run.Backend = backend
+	cfg.Run.Params = map[string]string{
+		ParamRuntime: RuntimeDocker, ParamRedisImage: images["redis"], ParamEtcdImage: images["etcd"],
+	}
+	return cfg
+}
+
+func readHistory(t *testing.T, dir string) *history.History {
+	t.Helper()
+	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
+	require.NoError(t, err)
+	return h
+}
+
+// nemesisEvents lists the nemesis events with verb f.
+func nemesisEvents(h *history.History, f string) []history.Event {
+	var out []history.Event
+	for _, e := range h.Events {
+		if e.Process == history.Nemesis && e.F == f && e.Value != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A run cancelled (Ctrl-C) while a container is stopped removes every
+// container and the network, and keeps its history.
+func TestDockerCancelledRunLeavesNothingBehind(t *testing.T) {
+	cfg := dockerConfig(t, "redis", []string{"pause-node"}, time.Minute)
+	cfg.Pause = 30 * time.Second // the node is still stopped when the run is cancelled
+	cfg.Interval = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel once the nemesis has stopped the node.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			files, _ := filepath.Glob(filepath.Join(cfg.Out, "*", "history.jsonl"))
+			for _, f := range files {
+				if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), `"f":"pause"`) {
+					cancel()
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+	}()
+	out, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	assert.True(t, out.Interrupted)
+	h := readHistory(t, out.Dir)
+	assert.NotEmpty(t, nemesisEvents(h, history.NemPause), "the pause is in the history")
+	ends := nemesisEvents(h, history.NemRunEnd)
+	require.Len(t, ends, 1)
+	assert.Equal(t, "interrupted", ends[0].Value.Detail)
+	assert.NotEmpty(t, h.Header.Config.Versions["redis-server in "+cfg.Run.Params[ParamRedisImage]], "the report names the image")
+}
+
+// partition cuts the Sentinel master off: the sentinels promote a replica
+// while it is away, and it is healed after --pause.
+func TestDockerPartitionCutsOffTheSentinelMaster(t *testing.T) {
+	cfg := dockerConfig(t, "sentinel", []string{"partition"}, 12*time.Second)
+	cfg.Pause = 5 * time.Second // longer than down-after (1 s) and the failover
+	cfg.Interval = 2 * time.Second
+	out, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	h := readHistory(t, out.Dir)
+
+	cuts, heals := nemesisEvents(h, history.NemPartition), nemesisEvents(h, history.NemHeal)
+	require.NotEmpty(t, cuts)
+	require.NotEmpty(t, heals)
+	assert.Equal(t, "redis-0", cuts[0].Value.Target, "the first partition isolates the first master")
+	assert.Equal(t, "redis-0", heals[0].Value.Target)
+	assert.Empty(t, heals[0].Value.Detail, "the heal succeeded")
+	assert.GreaterOrEqual(t, heals[0].Time-cuts[0].Time, cfg.Pause.Nanoseconds())
+	switched := slices.ContainsFunc(nemesisEvents(h, history.NemSwitchMaster), func(e history.Event) bool {
+		return e.Time > cuts[0].Time && e.Time < heals[0].Time
+	})
+	assert.True(t, switched, "the sentinels promoted a replica while the master was cut off")
+}
+
+// A partitioned Redlock node is one of five: grants go on without it on
+// the other four, and none names it while it is away.
+func TestDockerPartitionCutsOffARedlockNode(t *testing.T) {
+	cfg := dockerConfig(t, "redlock", []string{"partition"}, 7*time.Second)
+	cfg.Pause = 3 * time.Second
+	cfg.Interval = 2 * time.Second
+	cfg.Run.Params["redlock-tries"] = "1"
+	out, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	h := readHistory(t, out.Dir)
+
+	cuts, heals := nemesisEvents(h, history.NemPartition), nemesisEvents(h, history.NemHeal)
+	require.NotEmpty(t, cuts)
+	require.NotEmpty(t, heals)
+	cut, healed, node := cuts[0].Time, heals[0].Time, cuts[0].Value.Target
+	assert.True(t, strings.HasPrefix(node, "redlock-"), node)
+	grants := 0
+	for _, e := range h.Events {
+		if e.Type != history.OK || e.F != history.FAcquire || e.Value == nil || e.Time < cut+cfg.OpTimeout.Nanoseconds() || e.Time > healed {
+			continue
+		}
+		grants++
+		assert.NotContains(t, e.Value.Nodes, node, "a grant while %s was cut off names it", node)
+	}
+	assert.Positive(t, grants, "the other four nodes still grant the lock")
+}

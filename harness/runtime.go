@@ -1,0 +1,160 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/harness/container"
+	"github.com/lockcheck/lockcheck/nemesis"
+)
+
+// The runtimes a run's nodes can run under.
+const (
+	RuntimeProcess = "process" // local processes on loopback (the default)
+	RuntimeDocker  = "docker"  // containers on a private Docker network
+)
+
+// Run params that record the runtime and its images.
+const (
+	ParamRuntime    = "runtime"
+	ParamRedisImage = "redis-image"
+	ParamEtcdImage  = "etcd-image"
+)
+
+// server is a node of the lock service, whichever runtime runs it.
+type server interface {
+	nemesis.Restarter
+	SetClock(offset time.Duration) error
+	Clock() time.Duration
+	Endpoint() backends.Endpoint
+	Stop()
+}
+
+// topology is a started lock service.
+type topology struct {
+	servers []server
+	// versionKey names what a node's version describes: its program, or
+	// its image in a container.
+	versionKey func(i int) string
+	// close heals what faults left (clocks) and removes every node.
+	close func()
+}
+
+// runtimeOf is the run's runtime, process by default.
+func runtimeOf(cfg Config) string {
+	if rt := cfg.Run.Params[ParamRuntime]; rt != "" {
+		return rt
+	}
+	return RuntimeProcess
+}
+
+// images maps each image kind to the image chosen for it.
+func images(cfg Config) map[string]string {
+	redis, etcd := cfg.Run.Params[ParamRedisImage], cfg.Run.Params[ParamEtcdImage]
+	if redis == "" {
+		redis = container.RedisImage
+	}
+	if etcd == "" {
+		etcd = container.EtcdImage
+	}
+	return map[string]string{backends.ImageRedis: redis, backends.ImageEtcd: etcd}
+}
+
+// preflightRuntime checks what the runtime needs before anything starts:
+// the server programs for local processes; the engine and the images for
+// containers.
+func preflightRuntime(cfg Config, specs []backends.NodeSpec) error {
+	switch runtimeOf(cfg) {
+	case RuntimeProcess:
+		if slices.Contains(cfg.Run.Nemesis, "partition") {
+			return fmt.Errorf("--nemesis partition: %w", nemesis.ErrNoPartition)
+		}
+		return checkPrograms(cfg, specs)
+	case RuntimeDocker:
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cli, err := container.Connect(ctx, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		var need []string
+		all := images(cfg)
+		for _, s := range specs {
+			if !slices.Contains(need, all[s.Image]) {
+				need = append(need, all[s.Image])
+			}
+		}
+		return container.CheckImages(ctx, cli, need)
+	}
+	return fmt.Errorf("--runtime %q: choose process or docker", runtimeOf(cfg))
+}
+
+// startTopologyFor brings the lock service up under the run's runtime.
+func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backends.NodeSpec, root string, log *slog.Logger) (*topology, error) {
+	if runtimeOf(cfg) != RuntimeDocker {
+		nodes, err := startTopology(ctx, p, specs, root)
+		if err != nil {
+			return nil, err
+		}
+		t := &topology{versionKey: func(i int) string { return specs[i].Program }}
+		for _, n := range nodes {
+			t.servers = append(t.servers, n)
+		}
+		t.close = func() {
+			resetClocks(nodes)
+			for _, n := range nodes {
+				n.Stop()
+			}
+		}
+		return t, nil
+	}
+	cli, err := container.Connect(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := container.New(ctx, cli, container.Options{Images: images(cfg), Run: runName(root), Logger: log})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		rt.Close()
+		cli.Close()
+		return nil, err
+	}
+	nodes, err := rt.StartTopology(ctx, specs, abs)
+	if err != nil {
+		rt.Close()
+		cli.Close()
+		return nil, err
+	}
+	t := &topology{versionKey: func(i int) string { return specs[i].Command + " in " + nodes[i].Image() }}
+	for _, n := range nodes {
+		t.servers = append(t.servers, n)
+	}
+	t.close = func() {
+		// A clock is a file in the node's directory, kept as evidence:
+		// put it back as the process runtime does.
+		resetClocks(nodes)
+		rt.Close()
+		cli.Close()
+	}
+	return t, nil
+}
+
+// runName names a run's containers: the run directory and a random suffix,
+// since tests start runs in parallel.
+func runName(root string) string {
+	var b [3]byte
+	rand.Read(b[:]) //nolint:errcheck // never fails
+	return filepath.Base(filepath.Dir(root)) + "-" + hex.EncodeToString(b[:])
+}
