@@ -162,10 +162,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return out, err
 	}
 	defer top.close()
-	nodes := top.servers
-	eps := make([]backends.Endpoint, len(nodes))
+	nodes, eps := top.servers, top.endpoints()
 	for i, n := range nodes {
-		eps[i] = n.Endpoint()
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
 	}
 	if backend.Ready != nil {

@@ -47,6 +47,15 @@ type topology struct {
 	close func()
 }
 
+// endpoints are where the servers listen.
+func (t *topology) endpoints() []backends.Endpoint {
+	eps := make([]backends.Endpoint, len(t.servers))
+	for i, s := range t.servers {
+		eps[i] = s.Endpoint()
+	}
+	return eps
+}
+
 // runtimeOf is the run's runtime, process by default.
 func runtimeOf(cfg Config) string {
 	if rt := cfg.Run.Params[ParamRuntime]; rt != "" {

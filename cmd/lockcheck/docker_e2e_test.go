@@ -45,3 +45,24 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// The docker runtime's bad input: an unknown runtime, a partition without
+// containers.
+func TestRuntimeRefusesBadInput(t *testing.T) {
+	store := t.TempDir()
+	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
+		{"unknown runtime", []string{"--runtime", "podman"}, `--runtime "podman": choose process or docker`},
+		{"partition of processes", []string{"--nemesis", "partition"}, "partition needs --runtime docker"},
+	})
+}
+
+// An image the engine does not have is one line naming the command that
+// builds lockcheck's images; nothing is pulled.
+func TestDockerRuntimeRefusesAMissingImage(t *testing.T) {
+	containertest.Engine(t)
+	store := t.TempDir()
+	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
+		{"missing image", []string{"--runtime", "docker", "--redis-image", "lockcheck/redis:no-such-tag"},
+			`image lockcheck/redis:no-such-tag is not in the Docker engine: build lockcheck's images with "lockcheck images build"`},
+	})
+}

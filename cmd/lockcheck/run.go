@@ -41,7 +41,8 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a test against a real lock service and check it",
-		Long: `run starts the lock service's servers on loopback, spawns one worker process
+		Long: `run starts the lock service's servers on loopback (or, with --runtime docker,
+as containers on a private network of their own), spawns one worker process
 per client, runs the workload for --time-limit while the nemesis injects
 faults, heals every fault, checks the history and writes a run directory
 (<out>/<timestamp>-<backend>-<workload>, with <out>/latest pointing at it)
@@ -54,7 +55,8 @@ Exit codes: 0 the verdict is true, 1 it is false, 2 it is unknown or the run
 could not be done.`,
 		Example: `  lockcheck run
   lockcheck run --backend redis --workload unfenced --nemesis pause-holder --ttl 500ms --time-limit 20s --seed 1
-  lockcheck run --variant setnx-expire --nemesis kill-client`,
+  lockcheck run --variant setnx-expire --nemesis kill-client
+  lockcheck images build && lockcheck run --runtime docker --backend sentinel --nemesis partition --pause 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTest(cmd, f) },
 	}

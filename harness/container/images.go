@@ -266,10 +266,12 @@ func Build(ctx context.Context, cli *testcontainers.DockerClient, r ImageRecipe,
 			res.Bytes += st.Size()
 		}
 	}
-	if !force {
-		if img, err := cli.ImageInspect(ctx, r.Tag); err == nil && img.Config != nil && img.Config.Labels[labelSource] == sum {
+	previous := ""
+	if img, err := cli.ImageInspect(ctx, r.Tag); err == nil {
+		if !force && img.Config != nil && img.Config.Labels[labelSource] == sum {
 			return res, nil
 		}
+		previous = img.ID
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(r.writeRootfs(pw, files)) }()
@@ -301,5 +303,10 @@ func Build(ctx context.Context, cli *testcontainers.DockerClient, r ImageRecipe,
 		}
 	}
 	res.Built = true
+	if img, err := cli.ImageInspect(ctx, r.Tag); err == nil && previous != "" && img.ID != previous {
+		// The tag moved on: the old image is nobody's any more, unless a
+		// container still uses it (then the engine keeps it).
+		cli.ImageRemove(ctx, previous, client.ImageRemoveOptions{}) //nolint:errcheck // see above
+	}
 	return res, nil
 }
