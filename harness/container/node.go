@@ -55,17 +55,31 @@ func (r *Runtime) StartTopology(ctx context.Context, specs []backends.NodeSpec, 
 		}
 		nodes[i] = &Node{rt: r, spec: s, ep: eps[i], image: image}
 	}
-	for _, n := range nodes {
-		if err := n.create(ctx, eps); err != nil {
-			return nil, err
-		}
+	// The engine takes a few hundred milliseconds per container: create and
+	// start them all at once. Every node's command line already names the
+	// others, and each waits for its peers as it would after a restart.
+	if err := eachNode(nodes, func(n *Node) error { return n.create(ctx, eps) }); err != nil {
+		return nil, err
 	}
-	for _, n := range nodes {
-		if err := n.start(ctx); err != nil {
-			return nil, err
-		}
+	if err := eachNode(nodes, func(n *Node) error { return n.start(ctx) }); err != nil {
+		return nil, err
 	}
 	return nodes, nil
+}
+
+// eachNode runs f for every node in parallel and returns the first error.
+func eachNode(nodes []*Node, f func(*Node) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Name is the node's name in the topology.

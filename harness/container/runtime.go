@@ -175,9 +175,7 @@ func (r *Runtime) Close() {
 	nodes := r.nodes
 	r.nodes = nil
 	r.mu.Unlock()
-	for _, n := range nodes {
-		n.remove(ctx)
-	}
+	eachNode(nodes, func(n *Node) error { n.remove(ctx); return nil }) //nolint:errcheck // remove logs its own errors
 	if r.net != nil {
 		if err := r.net.Remove(ctx); err != nil && !isNotFound(err) {
 			r.log.Warn("removing the run's network", "network", r.net.Name, "err", err)
@@ -234,7 +232,7 @@ func Owner() (string, error) {
 }
 
 // ownerAlive reports whether the lockcheck process named by owner still
-// runs. An owner on another host (an engine shared by several machines) is
+// runs (a killed one that is not reaped yet does not). An owner on another host (an engine shared by several machines) is
 // not this machine's to judge, so it counts as alive.
 func ownerAlive(owner string) bool {
 	parts := strings.Split(owner, "/")
@@ -248,8 +246,7 @@ func ownerAlive(owner string) bool {
 	if err != nil {
 		return false
 	}
-	start, err := procstate.StartTime(pid)
-	return err == nil && start == parts[2]
+	return procstate.Runs(pid, parts[2])
 }
 
 // Sweep removes every container and network lockcheck made whose lockcheck

@@ -51,6 +51,22 @@ func AllThreadsStopped(pid int) (bool, error) {
 	return true, nil
 }
 
+// Runs reports whether the process pid that started at start (see
+// StartTime) still runs: it exists, is the same process, and is not a
+// zombie waiting for its parent to reap it.
+func Runs(pid int, start string) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	fields := bytes.Fields(stat[i+1:])
+	return len(fields) >= 20 && string(fields[19]) == start && fields[0][0] != 'Z' && fields[0][0] != 'X'
+}
+
 // StartTime is the start time of pid in clock ticks since boot (field 22 of
 // /proc/PID/stat): with the pid it names one process, even after the pid is
 // reused.
