@@ -86,25 +86,34 @@ func TestDockerCancelledRunLeavesNothingBehind(t *testing.T) {
 	assert.NotEmpty(t, h.Header.Config.Versions["redis-server in "+cfg.Run.Params[ParamRedisImage]], "the report names the image")
 }
 
+// runPartition runs cfg and returns its history with the first partition
+// and the heal that ended it, which it checks: the same node, healed with
+// no error, after --pause.
+func runPartition(t *testing.T, cfg Config) (h *history.History, cut, heal history.Event) {
+	t.Helper()
+	out, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	h = readHistory(t, out.Dir)
+	cuts, heals := nemesisEvents(h, history.NemPartition), nemesisEvents(h, history.NemHeal)
+	require.NotEmpty(t, cuts)
+	require.NotEmpty(t, heals)
+	cut, heal = cuts[0], heals[0]
+	assert.Equal(t, cut.Value.Target, heal.Value.Target)
+	assert.Empty(t, heal.Value.Detail, "the heal succeeded")
+	assert.GreaterOrEqual(t, heal.Time-cut.Time, cfg.Pause.Nanoseconds())
+	return h, cut, heal
+}
+
 // partition cuts the Sentinel master off: the sentinels promote a replica
 // while it is away, and it is healed after --pause.
 func TestDockerPartitionCutsOffTheSentinelMaster(t *testing.T) {
 	cfg := dockerConfig(t, "sentinel", []string{"partition"}, 12*time.Second)
 	cfg.Pause = 5 * time.Second // longer than down-after (1 s) and the failover
 	cfg.Interval = 2 * time.Second
-	out, err := Run(context.Background(), cfg)
-	require.NoError(t, err)
-	h := readHistory(t, out.Dir)
-
-	cuts, heals := nemesisEvents(h, history.NemPartition), nemesisEvents(h, history.NemHeal)
-	require.NotEmpty(t, cuts)
-	require.NotEmpty(t, heals)
-	assert.Equal(t, "redis-0", cuts[0].Value.Target, "the first partition isolates the first master")
-	assert.Equal(t, "redis-0", heals[0].Value.Target)
-	assert.Empty(t, heals[0].Value.Detail, "the heal succeeded")
-	assert.GreaterOrEqual(t, heals[0].Time-cuts[0].Time, cfg.Pause.Nanoseconds())
+	h, cut, heal := runPartition(t, cfg)
+	assert.Equal(t, "redis-0", cut.Value.Target, "the first partition isolates the first master")
 	switched := slices.ContainsFunc(nemesisEvents(h, history.NemSwitchMaster), func(e history.Event) bool {
-		return e.Time > cuts[0].Time && e.Time < heals[0].Time
+		return e.Time > cut.Time && e.Time < heal.Time
 	})
 	assert.True(t, switched, "the sentinels promoted a replica while the master was cut off")
 }
@@ -116,14 +125,8 @@ func TestDockerPartitionCutsOffARedlockNode(t *testing.T) {
 	cfg.Pause = 3 * time.Second
 	cfg.Interval = 2 * time.Second
 	cfg.Run.Params["redlock-tries"] = "1"
-	out, err := Run(context.Background(), cfg)
-	require.NoError(t, err)
-	h := readHistory(t, out.Dir)
-
-	cuts, heals := nemesisEvents(h, history.NemPartition), nemesisEvents(h, history.NemHeal)
-	require.NotEmpty(t, cuts)
-	require.NotEmpty(t, heals)
-	cut, healed, node := cuts[0].Time, heals[0].Time, cuts[0].Value.Target
+	h, cutEvent, healEvent := runPartition(t, cfg)
+	cut, healed, node := cutEvent.Time, healEvent.Time, cutEvent.Value.Target
 	assert.True(t, strings.HasPrefix(node, "redlock-"), node)
 	grants := 0
 	for _, e := range h.Events {

@@ -28,12 +28,12 @@ type node struct {
 	ep    backends.Endpoint
 	all   []backends.Endpoint
 	procs *procs
+	*faketime.WallClock
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when the current process has exited
 	output *bytes.Buffer
-	clock  time.Duration // the wall clock offset in force
 }
 
 func (n *node) Name() string { return n.ep.Name }
@@ -50,9 +50,6 @@ func (n *node) Signal(sig syscall.Signal) error { return signalGroup(n.PID(), si
 
 // Endpoint is where the node listens.
 func (n *node) Endpoint() backends.Endpoint { return n.ep }
-
-// clockFile is where libfaketime reads the node's clock offset from.
-func (n *node) clockFile() string { return faketime.File(n.ep.Dir) }
 
 // allocate picks free loopback ports and directories for every node of a
 // topology, so each node's command line can name the others.
@@ -93,7 +90,7 @@ func startTopology(ctx context.Context, p *procs, specs []backends.NodeSpec, roo
 		}
 		nodes := make([]*node, len(specs))
 		for i := range specs {
-			nodes[i] = &node{spec: specs[i], ep: eps[i], all: eps, procs: p}
+			nodes[i] = &node{spec: specs[i], ep: eps[i], all: eps, procs: p, WallClock: faketime.NewWallClock(specs[i].Name, eps[i].Dir, specs[i].FakeClock)}
 		}
 		lastErr = nil
 		for _, n := range nodes {
@@ -128,10 +125,10 @@ func (n *node) start(ctx context.Context) error {
 				return fmt.Errorf("%s needs %s for clock faults: %s", n.Name(), lib, faketime.InstallFix)
 			}
 		}
-		if err := faketime.Write(n.clockFile(), n.clock); err != nil {
+		if err := n.WriteClockFile(); err != nil {
 			return err
 		}
-		cmd.Env = append(cmd.Env, faketime.Env(n.clockFile())...)
+		cmd.Env = append(cmd.Env, faketime.Env(n.ClockFile())...)
 	}
 	out := &bytes.Buffer{}
 	cmd.Stdout = out
@@ -210,25 +207,6 @@ func (n *node) Restart(ctx context.Context, wipe bool) error {
 		}
 	}
 	return n.start(ctx)
-}
-
-// SetClock moves the node's wall clock to offset from the real one. Only a
-// node started with FakeClock has a clock to move.
-func (n *node) SetClock(offset time.Duration) error {
-	if !n.spec.FakeClock {
-		return fmt.Errorf("%s runs on the real clock (its backend does not start it under libfaketime)", n.Name())
-	}
-	n.mu.Lock()
-	n.clock = offset
-	n.mu.Unlock()
-	return faketime.Write(n.clockFile(), offset)
-}
-
-// Clock is the offset in force.
-func (n *node) Clock() time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.clock
 }
 
 // resetClocks puts every faked clock back to the real time.

@@ -33,11 +33,11 @@ type Node struct {
 	ep    backends.Endpoint
 	image string
 	c     testcontainers.Container
+	*faketime.WallClock
 
-	mu    sync.Mutex
-	pid   int           // the server's PID on the host
-	clock time.Duration // the wall clock offset in force
-	cut   bool          // disconnected from the run's network
+	mu  sync.Mutex
+	pid int  // the server's PID on the host
+	cut bool // disconnected from the run's network
 }
 
 // StartTopology creates and starts a container for every node and waits
@@ -53,7 +53,7 @@ func (r *Runtime) StartTopology(ctx context.Context, specs []backends.NodeSpec, 
 		if err != nil {
 			return nil, err
 		}
-		nodes[i] = &Node{rt: r, spec: s, ep: eps[i], image: image}
+		nodes[i] = &Node{rt: r, spec: s, ep: eps[i], image: image, WallClock: faketime.NewWallClock(s.Name, eps[i].Dir, s.FakeClock)}
 	}
 	// The engine takes a few hundred milliseconds per container: create and
 	// start them all at once. Every node's command line already names the
@@ -107,10 +107,10 @@ func (n *Node) create(ctx context.Context, all []backends.Endpoint) error {
 		env[k] = v
 	}
 	if n.spec.FakeClock {
-		if err := faketime.Write(faketime.File(n.ep.Dir), n.clock); err != nil {
+		if err := n.WriteClockFile(); err != nil {
 			return err
 		}
-		for _, kv := range faketime.Env(faketime.File(n.ep.Dir)) {
+		for _, kv := range faketime.Env(n.ClockFile()) {
 			k, v, _ := strings.Cut(kv, "=")
 			env[k] = v
 		}
@@ -334,24 +334,6 @@ func (n *Node) remove(ctx context.Context) {
 	if err != nil && !isNotFound(err) {
 		n.rt.log.Warn("removing a container", "node", n.Name(), "err", err)
 	}
-}
-
-// SetClock moves the server's wall clock to offset from the real one.
-func (n *Node) SetClock(offset time.Duration) error {
-	if !n.spec.FakeClock {
-		return fmt.Errorf("%s runs on the real clock (its backend does not start it under libfaketime)", n.Name())
-	}
-	n.mu.Lock()
-	n.clock = offset
-	n.mu.Unlock()
-	return faketime.Write(faketime.File(n.ep.Dir), offset)
-}
-
-// Clock is the offset in force.
-func (n *Node) Clock() time.Duration {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.clock
 }
 
 // Partition disconnects the node from the run's network: neither the other

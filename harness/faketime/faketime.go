@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -51,4 +52,52 @@ func Write(file string, offset time.Duration) error {
 		return err
 	}
 	return os.Rename(tmp, file)
+}
+
+// WallClock is one node's wall clock as libfaketime sees it: the offset in
+// force, kept in the node's clock file. Node types embed it.
+type WallClock struct {
+	node string
+	file string // "" for a node on the real clock
+	mu   sync.Mutex
+	off  time.Duration
+}
+
+// NewWallClock is the clock of the node named node whose directory is dir;
+// only a node started under libfaketime (fake) has one to move.
+func NewWallClock(node, dir string, fake bool) *WallClock {
+	c := &WallClock{node: node}
+	if fake {
+		c.file = File(dir)
+	}
+	return c
+}
+
+// ClockFile is where the node's libfaketime reads the offset, "" for a node
+// on the real clock.
+func (c *WallClock) ClockFile() string { return c.file }
+
+// SetClock moves the node's wall clock to offset from the real one.
+func (c *WallClock) SetClock(offset time.Duration) error {
+	if c.file == "" {
+		return fmt.Errorf("%s runs on the real clock (its backend does not start it under libfaketime)", c.node)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off = offset
+	return Write(c.file, offset)
+}
+
+// Clock is the offset in force.
+func (c *WallClock) Clock() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.off
+}
+
+// WriteClockFile writes the offset in force, for a server about to start.
+func (c *WallClock) WriteClockFile() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Write(c.file, c.off)
 }
