@@ -142,12 +142,14 @@ func listening(ctx context.Context, addr string) error {
 	return conn.Close()
 }
 
+// version is what the member says it runs. The run records it under the
+// program (lockcheck's embedded member) or the image (any etcd) it ran.
 func version(ctx context.Context, addr string) (string, error) {
 	st, err := status(ctx, addr)
 	if err != nil {
 		return "", err
 	}
-	return "etcd " + st.Version + " (embedded)", nil
+	return "etcd " + st.Version, nil
 }
 
 // RunMemberFromEnv runs this process as an etcd member if MemberEnv is set
