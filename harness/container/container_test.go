@@ -239,3 +239,28 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 	require.NoError(t, err)
 	return a
 }
+
+// A topology's containers are created and started together; each gets its
+// own address on the run's network and answers there.
+func TestContainerTopologyStartsTogether(t *testing.T) {
+	cli := engine(t)
+	ctx := context.Background()
+	rt, err := New(ctx, cli, Options{Images: map[string]string{backends.ImageRedis: redisImage(t, cli)}, Run: fmt.Sprintf("test%d", time.Now().UnixNano()%1e9)})
+	require.NoError(t, err)
+	defer rt.Close()
+	var specs []backends.NodeSpec
+	for i := 0; i < 5; i++ {
+		specs = append(specs, redis.Node(fmt.Sprintf("redis-%d", i), ""))
+	}
+	nodes, err := rt.StartTopology(ctx, specs, t.TempDir())
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		addr := n.Endpoint().Addr()
+		assert.False(t, seen[addr], "%s has an address of its own", n.Name())
+		seen[addr] = true
+		rdb := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+		assert.NoError(t, rdb.Ping(ctx).Err(), "%s answers at %s", n.Name(), addr)
+		rdb.Close()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -128,8 +129,9 @@ func (n *Node) create(ctx context.Context, all []backends.Endpoint) error {
 			Entrypoint: []string{n.spec.Command},
 			Cmd:        n.spec.Args(n.ep, all),
 			Env:        env,
-			Labels:     n.rt.labels,
-			Networks:   []string{netName},
+			// testcontainers adds its own labels to the map it is given.
+			Labels:   maps.Clone(n.rt.labels),
+			Networks: []string{netName},
 			ConfigModifier: func(c *container.Config) {
 				c.User = user
 				c.WorkingDir = n.ep.Dir
