@@ -44,13 +44,13 @@ type Node struct {
 // StartTopology creates and starts a container for every node and waits
 // until each serves requests.
 func (r *Runtime) StartTopology(ctx context.Context, specs []backends.NodeSpec, root string) ([]*Node, error) {
-	eps, err := r.Allocate(specs, root)
+	eps, err := r.allocate(specs, root)
 	if err != nil {
 		return nil, err
 	}
 	nodes := make([]*Node, len(specs))
 	for i, s := range specs {
-		image, err := r.Image(s.Image)
+		image, err := r.image(s.Image)
 		if err != nil {
 			return nil, err
 		}

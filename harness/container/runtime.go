@@ -163,9 +163,6 @@ func (r *Runtime) createNetwork(ctx context.Context) error {
 	return fmt.Errorf("creating the run's Docker network: %v", oneLine(lastErr))
 }
 
-// Network is the name of the run's network.
-func (r *Runtime) Network() string { return r.net.Name }
-
 // Close removes every container and the network of the run. It uses its
 // own deadline: it runs after Ctrl-C cancelled the run's context.
 func (r *Runtime) Close() {
@@ -183,10 +180,10 @@ func (r *Runtime) Close() {
 	}
 }
 
-// Allocate gives every node of a topology its address on the run's network
+// allocate gives every node of a topology its address on the run's network
 // and its ports: inside its own network namespace each node has the
 // conventional ports of its kind.
-func (r *Runtime) Allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, error) {
+func (r *Runtime) allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, error) {
 	eps := make([]backends.Endpoint, len(specs))
 	addr := r.subnet.Addr().Next() // the gateway
 	for i, s := range specs {
@@ -209,8 +206,8 @@ func (r *Runtime) Allocate(specs []backends.NodeSpec, root string) ([]backends.E
 	return eps, nil
 }
 
-// Image is the image a node of kind runs in.
-func (r *Runtime) Image(kind string) (string, error) {
+// image is the image a node of kind runs in.
+func (r *Runtime) image(kind string) (string, error) {
 	ref, ok := r.images[kind]
 	if !ok || ref == "" {
 		return "", fmt.Errorf("no image for %s nodes (pass --%s-image)", kind, kind)
