@@ -31,29 +31,18 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 		switch e.F {
 		case history.NemRunEnd, history.NemInspect, history.NemFailpoint, history.NemRole:
 			continue
-		case history.NemResume:
-			heal(history.NemPause)
-			continue
-		case history.NemStart:
-			heal(history.NemKill)
-			continue
-		case history.NemClockReset:
-			heal(history.NemClockJump)
-			continue
-		case history.NemHeal:
-			heal(history.NemPartition)
+		}
+		if fault, ok := healedBy[e.F]; ok {
+			heal(fault)
 			continue
 		}
 		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index}
 		switch e.F {
-		case history.NemPause:
+		case history.NemPause, history.NemPartition:
 			f.End = spanEnd
 			open[e.F+" "+target] = len(faults)
 		case history.NemKill:
 			heal(history.NemPause)
-			open[e.F+" "+target] = len(faults)
-		case history.NemPartition:
-			f.End = spanEnd
 			open[e.F+" "+target] = len(faults)
 		case history.NemClockJump:
 			f.End, f.Detail = spanEnd, detail
@@ -64,6 +53,14 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 		faults = append(faults, f)
 	}
 	return faults
+}
+
+// healedBy names, for each verb that ends a fault, the fault it ends.
+var healedBy = map[string]string{
+	history.NemResume:     history.NemPause,
+	history.NemStart:      history.NemKill,
+	history.NemClockReset: history.NemClockJump,
+	history.NemHeal:       history.NemPartition,
 }
 
 // faultsDuring lists the faults in force at some moment of [start, end].

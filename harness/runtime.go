@@ -129,14 +129,13 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 	if err != nil {
 		return nil, err
 	}
-	rt, err := container.New(ctx, cli, container.Options{Images: images(cfg), Run: runName(root), Logger: log})
+	abs, err := filepath.Abs(root)
 	if err != nil {
 		cli.Close()
 		return nil, err
 	}
-	abs, err := filepath.Abs(root)
+	rt, err := container.New(ctx, cli, container.Options{Images: images(cfg), Run: runName(root), Logger: log})
 	if err != nil {
-		rt.Close()
 		cli.Close()
 		return nil, err
 	}

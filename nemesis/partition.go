@@ -64,21 +64,10 @@ func Partition(ctx context.Context, env *Env) error {
 	}
 	if awaitSwitch != nil && ctx.Err() == nil {
 		// A master cut off long enough was replaced; it rejoins as a
-		// replica of the promoted node before the next fault.
-		done := make(chan string, 1)
-		go func() {
-			promoted, err := awaitSwitch()
-			if err != nil {
-				promoted = ""
-			}
-			done <- promoted
-		}()
-		select {
-		case promoted := <-done:
-			if promoted != "" {
-				awaitRejoin(ctx, svc, target.Name(), promoted)
-			}
-		case <-ctx.Done():
+		// replica of the promoted node before the next fault. The wait
+		// ends with the run, too.
+		if promoted, err := awaitSwitch(); err == nil {
+			awaitRejoin(ctx, svc, target.Name(), promoted)
 		}
 	}
 	return nil

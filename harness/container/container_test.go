@@ -130,7 +130,7 @@ func TestContainerNodePartitionAndHeal(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, "k", "v", 0).Err())
 
 	require.NoError(t, n.Partition(ctx))
-	assert.True(t, n.Partitioned())
+	assert.True(t, n.cut, "the node knows it is cut off")
 	assert.Error(t, rdb.Get(ctx, "k").Err(), "a partitioned node cannot be reached")
 	st, err := n.state(ctx)
 	require.NoError(t, err)

@@ -375,11 +375,4 @@ func (n *Node) Heal(ctx context.Context) error {
 	return nil
 }
 
-// Partitioned reports whether the node is cut off now.
-func (n *Node) Partitioned() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.cut
-}
-
 var errNoAddress = errors.New("the node has no address on the run's network")
