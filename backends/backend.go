@@ -85,18 +85,54 @@ type NodeSpec struct {
 	Ready func(ctx context.Context, addr string) error
 	// Version asks a ready node for its version, for the report.
 	Version func(ctx context.Context, addr string) (string, error)
-	// Image is the kind of container image the node runs in under the
-	// docker runtime (ImageRedis or ImageEtcd), and Command the program
-	// the container runs with Args; Program is for local processes only.
-	Image   string
+	// Image is the container image the node runs in under the docker
+	// runtime, and Command the program the container runs with Args;
+	// Program is for local processes only.
+	Image   *Image
 	Command string
 }
 
-// The kinds of container image a node can run in.
-const (
-	ImageRedis = "redis"
-	ImageEtcd  = "etcd"
-)
+// Program is a server executable a backend's nodes run that lockcheck does
+// not ship: lockcheck looks it up on PATH, a flag of its name (--Name)
+// picks another, and a missing one is reported with how to install it.
+type Program struct {
+	Name string // redis-server: the executable's name and its flag
+	// Package is the Debian package that installs it (scripts/setup does).
+	Package string
+}
+
+// Image is a container image a backend's nodes run in under the docker
+// runtime. lockcheck images build makes it from this machine's files with
+// no registry and no base image; --<Kind>-image runs another.
+type Image struct {
+	Kind string // redis, etcd: the image's name in flags and params
+	// Tag is the image lockcheck images build makes and runs use by default.
+	Tag string
+	// Runs says what runs in it, for run's --help; Contents what images
+	// build puts into it, for its --help.
+	Runs, Contents string
+	// Port is the first port a node listens on inside its container (its
+	// own network namespace, so always the conventional one); a node's
+	// further ports follow it.
+	Port int
+	// Programs are host executables copied in under their names, with every
+	// library they load.
+	Programs []Program
+	// Self, if set, copies the lockcheck executable in under this name:
+	// a node that is lockcheck itself (an etcd member).
+	Self string
+	// Links are further names in the image: name -> program.
+	Links map[string]string
+	// Entrypoint is the program the image runs by default.
+	Entrypoint string
+	// FakeClock puts libfaketime into the image, so that clock faults can
+	// move the clock of a node in a container too.
+	FakeClock bool
+}
+
+// Param is the run parameter (and the flag of run) that names the image
+// a run uses: redis-image.
+func (i *Image) Param() string { return i.Kind + "-image" }
 
 // Endpoint is where a node of a running topology listens.
 type Endpoint struct {

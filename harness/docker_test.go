@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
@@ -29,7 +30,7 @@ func dockerConfig(t *testing.T, backend string, faults []string, limit time.Dura
 	cfg := testConfig(t, redis.Correct, "unfenced", faults, limit)
 	cfg.Run.Backend = backend
 	cfg.Run.Params = map[string]string{
-		ParamRuntime: RuntimeDocker, ParamRedisImage: images["redis"], ParamEtcdImage: images["etcd"],
+		ParamRuntime: RuntimeDocker, redis.Image.Param(): images["redis"], etcd.Image.Param(): images["etcd"],
 	}
 	return cfg
 }
@@ -83,7 +84,7 @@ func TestDockerCancelledRunLeavesNothingBehind(t *testing.T) {
 	ends := nemesisEvents(h, history.NemRunEnd)
 	require.Len(t, ends, 1)
 	assert.Equal(t, "interrupted", ends[0].Value.Detail)
-	assert.NotEmpty(t, h.Header.Config.Versions["redis-server in "+cfg.Run.Params[ParamRedisImage]], "the report names the image")
+	assert.NotEmpty(t, h.Header.Config.Versions["redis-server in "+cfg.Run.Params[redis.Image.Param()]], "the report names the image")
 }
 
 // runPartition runs cfg and returns its history with the first partition

@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
@@ -92,27 +91,18 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
-	return b, preflightRuntime(cfg, b.Nodes(cfg.Programs, cfg.Run.Params))
+	return b, preflightRuntime(cfg, b, b.Nodes(cfg.Programs, cfg.Run.Params))
 }
 
-// checkPrograms finds the server programs local processes run.
-func checkPrograms(cfg Config, specs []backends.NodeSpec) error {
-	for _, spec := range specs {
-		if _, err := exec.LookPath(spec.Program); err != nil {
-			return fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install redis-server redis-sentinel) or pass its path with --%s", spec.Program, err, programFlag(cfg.Programs, spec.Program))
+// checkPrograms finds the server programs a backend's local processes run.
+func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
+	for _, p := range b.Programs {
+		path := programs.Path(p.Name)
+		if _, err := exec.LookPath(path); err != nil {
+			return fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install %s) or pass its path with --%s", path, err, p.Package, p.Name)
 		}
 	}
 	return nil
-}
-
-// programFlag names the flag that sets the executable of program.
-func programFlag(p catalog.Programs, path string) string {
-	for name, chosen := range p {
-		if chosen == path {
-			return name
-		}
-	}
-	return filepath.Base(path)
 }
 
 func joinFaults(f []string) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
@@ -21,12 +22,9 @@ const (
 	RuntimeDocker  = "docker"  // containers on a private Docker network
 )
 
-// Run params that record the runtime and its images.
-const (
-	ParamRuntime    = "runtime"
-	ParamRedisImage = "redis-image"
-	ParamEtcdImage  = "etcd-image"
-)
+// ParamRuntime is the run param that records the runtime; each image a
+// run uses has its own (backends.Image.Param).
+const ParamRuntime = "runtime"
 
 // server is a node of the lock service, whichever runtime runs it.
 type server interface {
@@ -64,28 +62,33 @@ func runtimeOf(cfg Config) string {
 	return RuntimeProcess
 }
 
-// images maps each image kind to the image chosen for it.
-func images(cfg Config) map[string]string {
-	redis, etcd := cfg.Run.Params[ParamRedisImage], cfg.Run.Params[ParamEtcdImage]
-	if redis == "" {
-		redis = container.RedisImage
+// images maps the kind of each image the nodes run in to the image chosen
+// for it: its run param, else the image's default tag.
+func images(cfg Config, specs []backends.NodeSpec) map[string]string {
+	out := map[string]string{}
+	for _, s := range specs {
+		if s.Image == nil {
+			continue
+		}
+		ref := cfg.Run.Params[s.Image.Param()]
+		if ref == "" {
+			ref = s.Image.Tag
+		}
+		out[s.Image.Kind] = ref
 	}
-	if etcd == "" {
-		etcd = container.EtcdImage
-	}
-	return map[string]string{backends.ImageRedis: redis, backends.ImageEtcd: etcd}
+	return out
 }
 
 // preflightRuntime checks what the runtime needs before anything starts:
 // the server programs for local processes; the engine and the images for
 // containers.
-func preflightRuntime(cfg Config, specs []backends.NodeSpec) error {
+func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) error {
 	switch runtimeOf(cfg) {
 	case RuntimeProcess:
 		if slices.Contains(cfg.Run.Nemesis, "partition") {
 			return fmt.Errorf("--nemesis partition: %w", nemesis.ErrNoPartition)
 		}
-		return checkPrograms(cfg, specs)
+		return checkPrograms(cfg.Programs, b)
 	case RuntimeDocker:
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -95,12 +98,10 @@ func preflightRuntime(cfg Config, specs []backends.NodeSpec) error {
 		}
 		defer cli.Close()
 		var need []string
-		all := images(cfg)
-		for _, s := range specs {
-			if !slices.Contains(need, all[s.Image]) {
-				need = append(need, all[s.Image])
-			}
+		for _, ref := range images(cfg, specs) {
+			need = append(need, ref)
 		}
+		slices.Sort(need)
 		return container.CheckImages(ctx, cli, need)
 	}
 	return fmt.Errorf("--runtime %q: choose process or docker", runtimeOf(cfg))
@@ -134,7 +135,7 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 		cli.Close()
 		return nil, err
 	}
-	rt, err := container.New(ctx, cli, container.Options{Images: images(cfg), Run: runName(root), Logger: log})
+	rt, err := container.New(ctx, cli, container.Options{Images: images(cfg, specs), Run: runName(root), Logger: log})
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -23,7 +25,7 @@ func BenchmarkTopologyStart(b *testing.B) {
 				params := map[string]string{ParamRuntime: rt}
 				if rt == RuntimeDocker {
 					images := containertest.Images(b, containertest.Engine(b))
-					params[ParamRedisImage], params[ParamEtcdImage] = images["redis"], images["etcd"]
+					params[redis.Image.Param()], params[etcd.Image.Param()] = images["redis"], images["etcd"]
 				}
 				cfg := Config{Run: history.RunConfig{Backend: backend, Params: params}}
 				be, _, err := catalog.Lookup(backend, "")

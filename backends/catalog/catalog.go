@@ -1,15 +1,22 @@
-// Package catalog names the lock backends lockcheck can test: for each, its
-// variants, its topology, and how to open a client from the few plain fields
-// the harness hands a worker process. Each backend registers itself from a
-// file of its own in this package.
+// Package catalog names the lock backends lockcheck can test and holds
+// everything lockcheck knows of each: its variants, its topology, the
+// programs and container images its nodes need, its own flags of run, the
+// faults that show what its promise rests on, and how to open a client from
+// the few plain fields the harness hands a worker process. Each backend
+// registers itself from a file of its own in this package; the CLI and the
+// harness only iterate the registry, so a new backend touches its package
+// and its file here.
 package catalog
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends"
 )
@@ -59,6 +66,48 @@ type Backend struct {
 	Control func(all []backends.Endpoint) any
 	// Open builds a client.
 	Open func(s Spec, fp backends.Failpoint) (backends.Lock, error)
+
+	// Programs are the server executables its nodes run as local
+	// processes (none for nodes that are lockcheck itself).
+	Programs []backends.Program
+	// Flags are its own flags of run and compare, if it has any; several
+	// backends may share one set.
+	Flags *Flags
+	// Signature are the faults that show what its promise rests on: compare
+	// runs them for --nemesis signature.
+	Signature []string
+	// Diskless says its nodes keep nothing on disk: a restarted node always
+	// comes back empty, and a run records --wipe as true.
+	Diskless bool
+	// RunNode, if set, runs this process as one of its nodes when the
+	// environment says so (a node that is lockcheck itself, such as an etcd
+	// member) and reports whether it did; it does not return if it did.
+	RunNode func() bool
+}
+
+// Flags are a backend's own flags of run and compare.
+type Flags struct {
+	// Bind declares the flags on fl and returns what copies their values
+	// into a run's settings once the command line is parsed. That is called
+	// for every run, whatever its backend: flags that make no sense for
+	// another backend say so.
+	Bind func(fl *pflag.FlagSet) (apply func(*Settings) error)
+}
+
+// Settings is what a backend's flags see of a run being configured.
+type Settings struct {
+	Backend string
+	Faults  []string
+	TTL     time.Duration
+	// Lease is the lease the backend really grants for TTL; a backend that
+	// rounds or clamps the TTL raises it, and the default --pause outlasts
+	// it.
+	Lease time.Duration
+	// Params are the run's parameters, which its history records; flags add
+	// theirs.
+	Params map[string]string
+	// Changed reports whether the user gave the flag name.
+	Changed func(name string) bool
 }
 
 var registry = map[string]Backend{}
@@ -105,6 +154,55 @@ func Open(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 		return nil, err
 	}
 	return b.Open(s, fp)
+}
+
+// FlagSets lists every backend's flags once, in the order of Names.
+func FlagSets() []*Flags {
+	var out []*Flags
+	for _, n := range Names() {
+		if f := registry[n].Flags; f != nil && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// AllPrograms lists every server program some backend needs, once each.
+func AllPrograms() []backends.Program {
+	var out []backends.Program
+	for _, n := range Names() {
+		for _, p := range registry[n].Programs {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// Images lists every container image some backend's nodes run in, once
+// each, as the default topologies declare them.
+func Images() []*backends.Image {
+	var out []*backends.Image
+	for _, n := range Names() {
+		for _, spec := range registry[n].Nodes(Programs{}, map[string]string{}) {
+			if spec.Image != nil && !slices.Contains(out, spec.Image) {
+				out = append(out, spec.Image)
+			}
+		}
+	}
+	return out
+}
+
+// RunNodeFromEnv runs this process as a backend's node if its environment
+// says so, and reports whether it did.
+func RunNodeFromEnv() bool {
+	for _, n := range Names() {
+		if run := registry[n].RunNode; run != nil && run() {
+			return true
+		}
+	}
+	return false
 }
 
 // Addrs returns the addresses clients of b connect to.

@@ -1,7 +1,11 @@
 package catalog
 
 import (
+	"fmt"
 	"os"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/etcd"
@@ -32,5 +36,43 @@ func init() {
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
 			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout})
 		},
+		Flags:     &Flags{Bind: etcdFlags},
+		Signature: []string{"pause-holder"},
+		RunNode:   etcd.RunMemberFromEnv,
 	})
+}
+
+// etcdFlags are the members' raft timing; they also fix the lease a session
+// really gets, which the default pause must outlast.
+func etcdFlags(fl *pflag.FlagSet) func(*Settings) error {
+	heartbeat := fl.Duration(etcd.ParamHeartbeat, etcd.DefaultTiming.Heartbeat, "etcd: raft heartbeat interval of the members")
+	election := fl.Duration(etcd.ParamElection, etcd.DefaultTiming.Election, "etcd: raft election timeout of the members; etcd's shortest lease is 1.5 times it, rounded up to whole seconds")
+	return func(s *Settings) error {
+		if s.Backend != "etcd" {
+			return nil
+		}
+		s.Params[etcd.ParamHeartbeat] = heartbeat.String()
+		s.Params[etcd.ParamElection] = election.String()
+		t, err := etcd.TimingFrom(s.Params)
+		if err != nil {
+			return err
+		}
+		ttl, why := sessionTTL(s.TTL, t)
+		s.Params[etcd.ParamSessionTTL] = ttl.String() + why
+		s.Lease = ttl
+		return nil
+	}
+}
+
+// sessionTTL is the lease an etcd session gets for ttl, and why it differs
+// from ttl, if it does.
+func sessionTTL(ttl time.Duration, t etcd.Timing) (time.Duration, string) {
+	asked := etcd.SessionTTL(ttl)
+	switch {
+	case t.MinTTL() > asked:
+		return t.MinTTL(), fmt.Sprintf(" (etcd's shortest lease with a %s election timeout; --ttl was %s)", t.Election, ttl)
+	case asked != ttl:
+		return asked, fmt.Sprintf(" (--ttl %s rounded up to etcd's whole seconds)", ttl)
+	}
+	return asked, ""
 }

@@ -7,13 +7,16 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 )
 
+// DefaultBackend is the backend a run tests unless told otherwise.
+const DefaultBackend = "redis"
+
 func init() {
 	Register(Backend{
 		Name:       "redis",
 		Variants:   redis.Variants,
 		Failpoints: map[string][]string{redis.SetnxExpire: {redis.FailpointSetnxExpireGap}},
 		Nodes: func(p Programs, _ map[string]string) []backends.NodeSpec {
-			return []backends.NodeSpec{redis.Node("redis-0", p.Path("redis-server"))}
+			return []backends.NodeSpec{redis.Node("redis-0", p.Path(redis.Server.Name))}
 		},
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			if len(s.Addrs) != 1 {
@@ -21,5 +24,7 @@ func init() {
 			}
 			return redis.New(redis.Options{Addr: s.Addrs[0], Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp})
 		},
+		Programs:  []backends.Program{redis.Server},
+		Signature: []string{"pause-holder"},
 	})
 }

@@ -1,6 +1,12 @@
 package catalog
 
 import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/spf13/pflag"
+
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/backends/sentinel"
@@ -12,7 +18,7 @@ func init() {
 		Variants:   redis.Variants,
 		Failpoints: map[string][]string{redis.SetnxExpire: {redis.FailpointSetnxExpireGap}},
 		Nodes: func(p Programs, params map[string]string) []backends.NodeSpec {
-			return sentinel.Nodes(p.Path("redis-server"), p.Path("redis-sentinel"), sentinel.SettingsFrom(params))
+			return sentinel.Nodes(p.Path(redis.Server.Name), p.Path(sentinel.Program.Name), sentinel.SettingsFrom(params))
 		},
 		ClientAddrs: sentinel.SentinelAddrs,
 		Ready:       sentinel.Ready,
@@ -20,5 +26,39 @@ func init() {
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			return sentinel.New(redis.Options{Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp}, s.Addrs)
 		},
+		Programs:  []backends.Program{redis.Server, sentinel.Program},
+		Flags:     &Flags{Bind: sentinelFlags},
+		Signature: []string{"failover-lost-lock"},
 	})
+}
+
+func sentinelFlags(fl *pflag.FlagSet) func(*Settings) error {
+	def := sentinel.DefaultSettings()
+	downAfter := fl.Duration("down-after", def.DownAfter, "sentinel: how long the master must not answer before a sentinel considers it down (down-after-milliseconds); at 1s, the sentinels' ping period, a just-promoted master is sometimes failed over again a second later, 1500ms avoids that")
+	failoverTimeout := fl.Duration("failover-timeout", def.FailoverTimeout, "sentinel: the sentinels' failover-timeout; a sentinel starts no new failover within twice this time of the last")
+	minReplicas := fl.Int("min-replicas-to-write", def.MinReplicasToWrite, "sentinel: a master refuses writes (NOREPLICAS) unless this many replicas are connected and current; 1 makes failover-lost-lock's grant fail instead of granting twice (0: off)")
+	maxLag := fl.Duration("min-replicas-max-lag", def.MinReplicasMaxLag, "sentinel: how far behind, in whole seconds, a replica may be and still count for --min-replicas-to-write")
+	sentinelFlags := []string{"down-after", "failover-timeout", "min-replicas-to-write", "min-replicas-max-lag"}
+	return func(r *Settings) error {
+		if r.Backend != "sentinel" {
+			for _, name := range sentinelFlags {
+				if r.Changed(name) {
+					return fmt.Errorf("--%s applies to --backend sentinel only", name)
+				}
+			}
+			// The failover faults need a service that fails over by itself.
+			for _, fault := range r.Faults {
+				if strings.HasPrefix(fault, "failover-") {
+					return fmt.Errorf("--nemesis %s needs a service that fails over by itself: add --backend sentinel", fault)
+				}
+			}
+			return nil
+		}
+		s := sentinel.Settings{DownAfter: *downAfter, FailoverTimeout: *failoverTimeout, MinReplicasToWrite: *minReplicas, MinReplicasMaxLag: *maxLag}
+		if err := s.Validate(); err != nil {
+			return err
+		}
+		maps.Copy(r.Params, s.Params())
+		return nil
+	}
 }

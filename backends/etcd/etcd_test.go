@@ -84,7 +84,7 @@ func TestNodeArgsNameEveryPeer(t *testing.T) {
 	spec := Node("etcd-1", "/bin/lockcheck", DefaultTiming)
 	assert.Equal(t, 2, spec.Ports)
 	assert.Equal(t, []string{MemberEnv + "=1"}, spec.Env)
-	assert.Equal(t, backends.ImageEtcd, spec.Image)
+	assert.Equal(t, "etcd", spec.Image.Kind)
 	assert.Equal(t, []string{
 		"--name", "etcd-1",
 		"--data-dir", "/run/etcd-1/data",

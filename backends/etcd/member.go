@@ -114,9 +114,20 @@ func Node(name, program string, t Timing) backends.NodeSpec {
 		DataPaths: []string{dataDir},
 		Ready:     listening,
 		Version:   version,
-		Image:     backends.ImageEtcd,
+		Image:     Image,
 		Command:   "etcd",
 	}
+}
+
+// Image is the container image of etcd members: the lockcheck executable,
+// which runs as a member under the name etcd, with etcd's own flags.
+var Image = &backends.Image{
+	Kind: "etcd", Tag: "lockcheck/etcd:local", Port: 2379,
+	Runs:       "etcd members (etcd on PATH)",
+	Contents:   "this lockcheck executable, which runs as an etcd member under the name etcd, with the libraries it links (none if static)",
+	Self:       "lockcheck",
+	Links:      map[string]string{"etcd": "lockcheck"},
+	Entrypoint: "etcd",
 }
 
 // dataDir is the member's data directory inside its node directory.

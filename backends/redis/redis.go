@@ -224,11 +224,26 @@ func newToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// Server is the program every Redis node runs.
+var Server = backends.Program{Name: "redis-server", Package: "redis-server"}
+
+// Image is the container image of Redis nodes: the installed redis-server,
+// which also runs as redis-sentinel, and libfaketime for clock faults.
+var Image = &backends.Image{
+	Kind: "redis", Tag: "lockcheck/redis:local", Port: 6379,
+	Runs:       "Redis nodes (redis-server on PATH; libfaketime for clock faults)",
+	Contents:   "the installed redis-server (also run as redis-sentinel), the libraries ldd lists for it, and libfaketime for clock faults",
+	Programs:   []backends.Program{Server},
+	Links:      map[string]string{"redis-sentinel": Server.Name},
+	Entrypoint: Server.Name,
+	FakeClock:  true,
+}
+
 // Node describes a redis-server process: loopback only, no persistence,
 // logs and data in its own directory.
 func Node(name, program string) backends.NodeSpec {
 	if program == "" {
-		program = "redis-server"
+		program = Server.Name
 	}
 	return backends.NodeSpec{
 		Name:    name,
@@ -250,8 +265,8 @@ func Node(name, program string) backends.NodeSpec {
 		},
 		Ready:   ping,
 		Version: version,
-		Image:   backends.ImageRedis,
-		Command: "redis-server",
+		Image:   Image,
+		Command: Server.Name,
 	}
 }
 

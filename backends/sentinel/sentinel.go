@@ -10,7 +10,9 @@
 package sentinel
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -18,6 +20,17 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/redis"
 )
+
+// go-redis's failover client logs every master it finds. In lockcheck's own
+// output that is noise, so it goes to the log at info level: --log-level
+// info shows it, and a worker's log file keeps it.
+func init() { goredis.SetLogger(infoLog{}) }
+
+type infoLog struct{}
+
+func (infoLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.InfoContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
 
 // MasterName is the name the sentinels monitor the master under.
 const MasterName = "lockcheck"

@@ -177,3 +177,6 @@ func sentinelClient(addr string) *goredis.SentinelClient {
 		Addr: addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, PoolSize: 1,
 	})
 }
+
+// Program is the executable of the sentinel nodes.
+var Program = backends.Program{Name: "redis-sentinel", Package: "redis-sentinel"}

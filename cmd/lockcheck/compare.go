@@ -24,17 +24,8 @@ import (
 	"github.com/lockcheck/lockcheck/results"
 )
 
-// signatureFaults are the faults that show what each backend's own promise
-// rests on. A backend without an entry (one added after this table) gets
-// fallbackFaults, which every backend can take.
-var signatureFaults = map[string][]string{
-	"redis":    {"pause-holder"},
-	"sentinel": {"failover-lost-lock"},
-	"redlock":  {"clock-pause"},
-	"redsync":  {"clock-pause"},
-	"etcd":     {"pause-holder"},
-}
-
+// fallbackFaults stand for the signature faults of a backend that declares
+// none (catalog.Backend.Signature): every backend can take them.
 var fallbackFaults = []string{"pause-holder"}
 
 // signatureWord in --nemesis stands for each backend's signature faults.
@@ -96,23 +87,17 @@ cell is unknown, could not run, or the comparison was interrupted.`,
 
 func signatureHelp() string {
 	var b strings.Builder
-	names := append([]string(nil), catalog.Names()...)
-	for n := range signatureFaults {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range catalog.Names() {
 		fmt.Fprintf(&b, "  %-9s %s\n", n, results.FaultsName(backendFaults(n)))
 	}
 	fmt.Fprintf(&b, "  %-9s %s\n", "others", results.FaultsName(fallbackFaults))
 	return b.String()
 }
 
+// backendFaults are the signature faults of backend.
 func backendFaults(backend string) []string {
-	if f, ok := signatureFaults[backend]; ok {
-		return f
+	if b, _, err := catalog.Lookup(backend, ""); err == nil && len(b.Signature) > 0 {
+		return b.Signature
 	}
 	return fallbackFaults
 }

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness"
-	"github.com/lockcheck/lockcheck/harness/container"
 )
 
 func init() {
@@ -25,18 +25,25 @@ func init() {
 	})
 }
 
-// runtimeFlags declares --runtime and the images of the docker runtime;
-// the function it returns gives their values as run params.
+// runtimeFlags declares --runtime and the image of each kind the backends'
+// nodes run in under the docker runtime (--redis-image, ...); the function
+// it returns gives their values as run params.
 func runtimeFlags(fl *pflag.FlagSet) func() (map[string]string, error) {
 	runtime := fl.String("runtime", harness.RuntimeProcess, "where the lock service's nodes run: process (local processes on loopback) or docker (containers on a private Docker network; build the images first with \"lockcheck images build\")")
-	redisImage := fl.String(harness.ParamRedisImage, container.RedisImage, "docker runtime: image of the Redis nodes (redis-server on PATH; libfaketime for clock faults)")
-	etcdImage := fl.String(harness.ParamEtcdImage, container.EtcdImage, "docker runtime: image of the etcd members (etcd on PATH)")
+	images := map[string]*string{}
+	for _, img := range catalog.Images() {
+		images[img.Param()] = fl.String(img.Param(), img.Tag, "docker runtime: image of the "+img.Runs)
+	}
 	return func() (map[string]string, error) {
 		switch *runtime {
 		case harness.RuntimeProcess:
 			return map[string]string{harness.ParamRuntime: *runtime}, nil
 		case harness.RuntimeDocker:
-			return map[string]string{harness.ParamRuntime: *runtime, harness.ParamRedisImage: *redisImage, harness.ParamEtcdImage: *etcdImage}, nil
+			params := map[string]string{harness.ParamRuntime: *runtime}
+			for param, ref := range images {
+				params[param] = *ref
+			}
+			return params, nil
 		}
 		return nil, fmt.Errorf("--runtime %q: choose process or docker", *runtime)
 	}

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container"
 )
 
@@ -23,35 +27,35 @@ func newImagesCmd() *cobra.Command {
 }
 
 func newImagesBuildCmd() *cobra.Command {
-	var (
-		redisServer, redisTag, etcdTag string
-		force                          bool
-	)
+	var force bool
+	images := catalog.Images()
+	programs := catalog.Programs{}
+	tags := map[*backends.Image]*string{}
 	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Build the images of the docker runtime from what is installed here, with no registry",
-		Long: `build makes the two images --runtime docker uses by default, without a
+		Long: `build makes the images --runtime docker uses by default, without a
 registry or a base image, and imports them into the local Docker engine:
 
-  ` + container.RedisImage + `  the installed redis-server (also run as redis-sentinel), the
-                         libraries ldd lists for it, and libfaketime for clock faults
-  ` + container.EtcdImage + `   this lockcheck executable, which runs as an etcd member under
-                         the name etcd, with the libraries it links (none if static)
-
+` + imagesHelp(images) + `
 An image that is already there and was built from the same files is kept.
-To test other servers, pass --redis-image or --etcd-image to run (docker/
+To test other servers, pass ` + imageFlagsHelp(images) + ` to run (docker/
 has Dockerfiles for the official images).`,
 		Example: `  lockcheck images build
-  lockcheck run --runtime docker --backend sentinel`,
+  lockcheck run --runtime docker`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			redis, err := container.RedisRecipe(redisTag, redisServer)
-			if err != nil {
-				return err
+			var recipes []container.ImageRecipe
+			for _, img := range images {
+				r, err := container.Recipe(img, *tags[img], programs.Path, self)
+				if err != nil {
+					return err
+				}
+				recipes = append(recipes, r)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -60,7 +64,7 @@ has Dockerfiles for the official images).`,
 				return err
 			}
 			defer cli.Close()
-			for _, recipe := range []container.ImageRecipe{redis, container.EtcdRecipe(etcdTag, self)} {
+			for _, recipe := range recipes {
 				start := time.Now()
 				res, err := container.Build(ctx, cli, recipe, force)
 				if err != nil {
@@ -76,9 +80,42 @@ has Dockerfiles for the official images).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&redisServer, "redis-server", "redis-server", "redis-server executable to put into the Redis image (looked up on PATH)")
-	fl.StringVar(&redisTag, "redis-image", container.RedisImage, "tag of the Redis image")
-	fl.StringVar(&etcdTag, "etcd-image", container.EtcdImage, "tag of the etcd image")
+	var inImages []backends.Program
+	for _, img := range images {
+		tags[img] = fl.String(img.Param(), img.Tag, "tag of the "+img.Kind+" image")
+		for _, p := range img.Programs {
+			if !slices.Contains(inImages, p) {
+				inImages = append(inImages, p)
+				fl.Var(programFlag{programs, p.Name}, p.Name, p.Name+" executable to put into the images that hold it (looked up on PATH)")
+			}
+		}
+	}
 	fl.BoolVar(&force, "force", false, "build even when an up-to-date image is there")
 	return cmd
+}
+
+// imagesHelp lists each image build makes and what goes into it.
+func imagesHelp(images []*backends.Image) string {
+	var b strings.Builder
+	for _, img := range images {
+		line := fmt.Sprintf("  %-22s", img.Tag)
+		for _, word := range strings.Fields(img.Contents) {
+			if len(line)+1+len(word) > 86 {
+				b.WriteString(line + "\n")
+				line = strings.Repeat(" ", 24)
+			}
+			line += " " + word
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// imageFlagsHelp names run's flags that pick other images.
+func imageFlagsHelp(images []*backends.Image) string {
+	flags := make([]string, len(images))
+	for i, img := range images {
+		flags[i] = "--" + img.Param()
+	}
+	return strings.Join(flags, " or ")
 }

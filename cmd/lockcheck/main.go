@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness"
 )
 
@@ -25,9 +25,10 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
-	// Workers and etcd members are lockcheck itself; they are told apart by
-	// their environment so that they never parse the user's flags.
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	// Workers and some backends' nodes (etcd members) are lockcheck itself;
+	// they are told apart by their environment so that they never parse the
+	// user's flags.
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,10 +31,17 @@ type runFlags struct {
 	backend, variant, workload, nemesis, fenceSource string
 	ttl, limit, pause, interval, retry, opTimeout    time.Duration
 	linTimeout                                       time.Duration
-	think, out, redisServer                          string
+	think, out                                       string
 	clients, keys                                    int
 	seed                                             int64
-	apply                                            []func(*harness.Config) error
+	// programs are the server executables the user chose (--redis-server).
+	programs catalog.Programs
+	// changed reports whether the user gave a flag.
+	changed func(name string) bool
+	// backendFlags copy each backend's own flags into a run's settings,
+	// apply the other flags into its configuration.
+	backendFlags []func(*catalog.Settings) error
+	apply        []func(*harness.Config) error
 }
 
 func newRunCmd() *cobra.Command {
@@ -61,7 +69,7 @@ could not be done.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTest(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.backend, "backend", "redis", "lock backend: "+strings.Join(catalog.Names(), ", "))
+	fl.StringVar(&f.backend, "backend", catalog.DefaultBackend, "lock backend: "+strings.Join(catalog.Names(), ", "))
 	fl.StringVar(&f.variant, "variant", "", "backend variant; for redis: correct (SET NX PX, Lua release), setnx-expire (SETNX then EXPIRE), del-release (release by plain DEL); empty picks the backend's correct one")
 	fl.StringVar(&f.workload, "workload", "unfenced", "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
 	fl.StringVar(&f.nemesis, "nemesis", "pause-holder", "faults to inject, comma-separated, or none")
@@ -86,19 +94,42 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.IntVar(&f.keys, "keys", 1, "number of lock keys the clients contend for")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
 	fl.StringVar(&f.out, "out", "store", "directory that holds run directories")
-	fl.StringVar(&f.redisServer, "redis-server", "redis-server", "redis-server executable (looked up on PATH)")
+	f.programs = catalog.Programs{}
+	programFlags(fl, f.programs)
+	f.changed = fl.Changed
+	for _, set := range catalog.FlagSets() {
+		f.backendFlags = append(f.backendFlags, set.Bind(fl))
+	}
 	for _, hook := range runFlagHooks {
 		f.apply = append(f.apply, hook(fl))
 	}
 }
 
-// runFlagHooks let a backend's or fault's own file add flags to run: bind
+// programFlags declares a flag for each server program a backend needs
+// (--redis-server), which sets its executable in programs.
+func programFlags(fl *pflag.FlagSet, programs catalog.Programs) {
+	for _, p := range catalog.AllPrograms() {
+		fl.Var(programFlag{programs, p.Name}, p.Name, p.Name+" executable (looked up on PATH)")
+	}
+}
+
+// programFlag sets one program of a Programs map from a flag.
+type programFlag struct {
+	p    catalog.Programs
+	name string
+}
+
+func (f programFlag) String() string     { return f.p.Path(f.name) }
+func (f programFlag) Set(v string) error { f.p[f.name] = v; return nil }
+func (f programFlag) Type() string       { return "string" }
+
+// runFlagHooks let a fault's or runtime's own file add flags to run: bind
 // declares them and returns a function that copies their values into the
-// run's configuration (usually its Params) once the flags are parsed.
+// run's configuration (usually its Params) once the flags are parsed. A
+// backend's own flags come from the catalog (catalog.Flags) instead.
 //
 // The node-restart flags come first, from a variable's initializer rather
-// than an init, so that every other file's hook applies after them and may
-// refine them (Redlock nodes always come back wiped).
+// than an init.
 var runFlagHooks = []func(fl *pflag.FlagSet) (apply func(cfg *harness.Config) error){restartFlags}
 
 func restartFlags(fl *pflag.FlagSet) func(*harness.Config) error {
@@ -107,6 +138,14 @@ func restartFlags(fl *pflag.FlagSet) func(*harness.Config) error {
 	return func(cfg *harness.Config) error {
 		cfg.Run.Params[nemesis.ParamWipe] = strconv.FormatBool(*wipe)
 		cfg.Run.Params[nemesis.ParamRestartDelay] = delay.String()
+		// A node that keeps nothing on disk always comes back empty, and
+		// the history should say so.
+		if b, _, err := catalog.Lookup(cfg.Run.Backend, cfg.Run.Variant); err == nil && b.Diskless {
+			if fl.Changed("wipe") && !*wipe {
+				return fmt.Errorf("--wipe=false: %s nodes keep nothing on disk, so a restarted node always comes back empty; drop --wipe=false (use --restart-delay for the documented mitigation)", cfg.Run.Backend)
+			}
+			cfg.Run.Params[nemesis.ParamWipe] = "true"
+		}
 		return nil
 	}
 }
@@ -172,8 +211,15 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	if err != nil {
 		return harness.Config{}, err
 	}
+	settings := catalog.Settings{Backend: f.backend, Faults: faults, TTL: f.ttl, Lease: f.ttl, Params: map[string]string{}, Changed: f.changed}
+	for _, apply := range f.backendFlags {
+		if err := apply(&settings); err != nil {
+			return harness.Config{}, err
+		}
+	}
 	if f.pause == 0 {
-		f.pause = 2 * f.ttl
+		// The default pause outlasts the lease the backend really grants.
+		f.pause = 2 * settings.Lease
 	}
 	if f.interval == 0 {
 		f.interval = f.pause + time.Second
@@ -185,11 +231,11 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 			TimeLimitMs: f.limit.Milliseconds(), PauseMs: f.pause.Milliseconds(),
 			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: commandLine,
 		},
-		Out: f.out, Programs: catalog.Programs{"redis-server": f.redisServer},
+		Out: f.out, Programs: maps.Clone(f.programs),
 		TTL: f.ttl, Limit: f.limit, Pause: f.pause, Interval: f.interval,
 		Think: f.think, Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
 	}
-	cfg.Run.Params = map[string]string{}
+	cfg.Run.Params = settings.Params
 	for _, apply := range f.apply {
 		if err := apply(&cfg); err != nil {
 			return harness.Config{}, err

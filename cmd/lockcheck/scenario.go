@@ -104,20 +104,10 @@ explains the scenario in the terms of the account it reproduces.`,
 	cmd.Flags().BoolVar(&all, "all", false, "run every shipped scenario")
 	cmd.Flags().StringVar(&file, "file", "", "run the scenario in this YAML file")
 	cmd.Flags().StringVar(&out, "out", "store", "directory that holds run directories")
-	cmd.Flags().Var(programFlag{programs, "redis-server"}, "redis-server", "redis-server executable (looked up on PATH)")
+	programFlags(cmd.Flags(), programs)
 	runtimeParams = runtimeFlags(cmd.Flags())
 	return cmd
 }
-
-// programFlag sets one program of a Programs map from a flag.
-type programFlag struct {
-	p    catalog.Programs
-	name string
-}
-
-func (f programFlag) String() string     { return f.p.Path(f.name) }
-func (f programFlag) Set(v string) error { f.p[f.name] = v; return nil }
-func (f programFlag) Type() string       { return "path" }
 
 func pickScenarios(names []string, all bool, file string) ([]*scenario.File, error) {
 	switch {

@@ -66,11 +66,11 @@ func engine(t *testing.T) *testcontainers.DockerClient {
 // redis-server (once: an up-to-date image is kept).
 func redisImage(t *testing.T, cli *testcontainers.DockerClient) string {
 	t.Helper()
-	recipe, err := RedisRecipe(RedisImage, "redis-server")
+	recipe, err := Recipe(redis.Image, redis.Image.Tag, func(name string) string { return name }, "")
 	require.NoError(t, err)
 	_, err = Build(context.Background(), cli, recipe, false)
 	require.NoError(t, err)
-	return RedisImage
+	return redis.Image.Tag
 }
 
 // ourObjects counts the containers and networks this test process made.
@@ -88,7 +88,7 @@ func ourObjects(t *testing.T, cli *testcontainers.DockerClient) int {
 func startRedis(t *testing.T, cli *testcontainers.DockerClient, fakeClock bool) (*Runtime, *Node, *goredis.Client) {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := New(ctx, cli, Options{Images: map[string]string{backends.ImageRedis: redisImage(t, cli)}, Run: fmt.Sprintf("test%d", time.Now().UnixNano()%1e9)})
+	rt, err := New(ctx, cli, Options{Images: map[string]string{redis.Image.Kind: redisImage(t, cli)}, Run: fmt.Sprintf("test%d", time.Now().UnixNano()%1e9)})
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	spec := redis.Node("redis-0", "")
@@ -215,7 +215,7 @@ func TestMissingImageNamesTheBuildCommand(t *testing.T) {
 // sentinel link and libfaketime.
 func TestRedisImageBuiltOnce(t *testing.T) {
 	cli := engine(t)
-	recipe, err := RedisRecipe(RedisImage, "redis-server")
+	recipe, err := Recipe(redis.Image, redis.Image.Tag, func(name string) string { return name }, "")
 	require.NoError(t, err)
 	_, err = Build(context.Background(), cli, recipe, false)
 	require.NoError(t, err)
@@ -245,7 +245,7 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 func TestContainerTopologyStartsTogether(t *testing.T) {
 	cli := engine(t)
 	ctx := context.Background()
-	rt, err := New(ctx, cli, Options{Images: map[string]string{backends.ImageRedis: redisImage(t, cli)}, Run: fmt.Sprintf("test%d", time.Now().UnixNano()%1e9)})
+	rt, err := New(ctx, cli, Options{Images: map[string]string{redis.Image.Kind: redisImage(t, cli)}, Run: fmt.Sprintf("test%d", time.Now().UnixNano()%1e9)})
 	require.NoError(t, err)
 	defer rt.Close()
 	var specs []backends.NodeSpec

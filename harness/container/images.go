@@ -20,14 +20,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/harness/faketime"
-)
-
-// The images lockcheck builds, and the default of --redis-image and
-// --etcd-image.
-const (
-	RedisImage = "lockcheck/redis:local"
-	EtcdImage  = "lockcheck/etcd:local"
 )
 
 // labelSource is the digest of everything an image was built from: an
@@ -54,38 +48,30 @@ type ImageRecipe struct {
 	Entrypoint string
 }
 
-// RedisRecipe makes an image of the host's redis-server, its libraries and
-// libfaketime, so that clock faults work in containers too. redis-server
-// runs as sentinel under the name redis-sentinel (or with --sentinel).
-func RedisRecipe(tag, redisServer string) (ImageRecipe, error) {
-	server, err := exec.LookPath(redisServer)
-	if err != nil {
-		return ImageRecipe{}, fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install redis-server) or pass its path with --redis-server", redisServer, err)
-	}
-	for _, lib := range faketime.Libs {
-		if _, err := os.Stat(lib); err != nil {
-			return ImageRecipe{}, fmt.Errorf("the redis image needs %s for clock faults: %s", lib, faketime.InstallFix)
+// Recipe is how the image a backend declares is made under tag from this
+// machine's files: program gives the executable chosen for a program's
+// name (--redis-server), self is the lockcheck executable.
+func Recipe(img *backends.Image, tag string, program func(name string) string, self string) (ImageRecipe, error) {
+	r := ImageRecipe{Tag: tag, Programs: map[string]string{}, Links: img.Links, Entrypoint: img.Entrypoint}
+	for _, p := range img.Programs {
+		path, err := exec.LookPath(program(p.Name))
+		if err != nil {
+			return ImageRecipe{}, fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install %s) or pass its path with --%s", program(p.Name), err, p.Package, p.Name)
 		}
+		r.Programs[p.Name] = path
 	}
-	return ImageRecipe{
-		Tag:        tag,
-		Programs:   map[string]string{"redis-server": server},
-		Libraries:  faketime.Libs,
-		Links:      map[string]string{"redis-sentinel": "redis-server"},
-		Entrypoint: "redis-server",
-	}, nil
-}
-
-// EtcdRecipe makes an image of lockcheck's own embedded etcd member: the
-// executable self (lockcheck, static or with its libraries) runs as a
-// member when started under the name etcd, with etcd's own flags.
-func EtcdRecipe(tag, self string) ImageRecipe {
-	return ImageRecipe{
-		Tag:        tag,
-		Programs:   map[string]string{"lockcheck": self},
-		Links:      map[string]string{"etcd": "lockcheck"},
-		Entrypoint: "etcd",
+	if img.Self != "" {
+		r.Programs[img.Self] = self
 	}
+	if img.FakeClock {
+		for _, lib := range faketime.Libs {
+			if _, err := os.Stat(lib); err != nil {
+				return ImageRecipe{}, fmt.Errorf("the %s image needs %s for clock faults: %s", img.Kind, lib, faketime.InstallFix)
+			}
+		}
+		r.Libraries = faketime.Libs
+	}
+	return r, nil
 }
 
 // file is one file of an image: its path inside and where it comes from.

@@ -45,8 +45,8 @@ const (
 
 // Options configure a runtime.
 type Options struct {
-	// Images maps an image kind (backends.ImageRedis, ...) to the image
-	// its nodes run in.
+	// Images maps an image kind (backends.Image.Kind) to the image its
+	// nodes run in.
 	Images map[string]string
 	// Run names the run in container names and labels.
 	Run    string
@@ -182,18 +182,15 @@ func (r *Runtime) Close() {
 
 // allocate gives every node of a topology its address on the run's network
 // and its ports: inside its own network namespace each node has the
-// conventional ports of its kind.
+// conventional ports of its image.
 func (r *Runtime) allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, error) {
 	eps := make([]backends.Endpoint, len(specs))
 	addr := r.subnet.Addr().Next() // the gateway
 	for i, s := range specs {
 		addr = addr.Next()
 		base := 7000
-		switch s.Image {
-		case backends.ImageRedis:
-			base = 6379
-		case backends.ImageEtcd:
-			base = 2379
+		if s.Image != nil && s.Image.Port != 0 {
+			base = s.Image.Port
 		}
 		eps[i] = backends.Endpoint{Name: s.Name, Host: addr.String(), Bind: "0.0.0.0", Dir: root + "/" + s.Name}
 		for j := 0; j < max(s.Ports, 1); j++ {
@@ -206,11 +203,14 @@ func (r *Runtime) allocate(specs []backends.NodeSpec, root string) ([]backends.E
 	return eps, nil
 }
 
-// image is the image a node of kind runs in.
-func (r *Runtime) image(kind string) (string, error) {
-	ref, ok := r.images[kind]
+// image is the image a node declared to run in img runs in.
+func (r *Runtime) image(img *backends.Image) (string, error) {
+	if img == nil {
+		return "", errors.New("the backend names no container image for its nodes")
+	}
+	ref, ok := r.images[img.Kind]
 	if !ok || ref == "" {
-		return "", fmt.Errorf("no image for %s nodes (pass --%s-image)", kind, kind)
+		return "", fmt.Errorf("no image for %s nodes (pass --%s)", img.Kind, img.Param())
 	}
 	return ref, nil
 }

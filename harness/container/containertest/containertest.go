@@ -13,6 +13,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container"
 )
 
@@ -40,15 +42,21 @@ func Engine(t testing.TB) *testcontainers.DockerClient {
 func Images(t testing.TB, cli *testcontainers.DockerClient) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	redis, err := container.RedisRecipe(container.RedisImage, "redis-server")
-	require.NoError(t, err)
-	_, err = container.Build(ctx, cli, redis, false)
-	require.NoError(t, err)
 	self, err := os.Executable()
 	require.NoError(t, err)
-	_, err = container.Build(ctx, cli, container.EtcdRecipe(EtcdImage, self), false)
-	require.NoError(t, err)
-	return map[string]string{backends.ImageRedis: container.RedisImage, backends.ImageEtcd: EtcdImage}
+	out := map[string]string{}
+	for _, img := range []*backends.Image{redis.Image, etcd.Image} {
+		tag := img.Tag
+		if img == etcd.Image {
+			tag = EtcdImage
+		}
+		recipe, err := container.Recipe(img, tag, func(name string) string { return name }, self)
+		require.NoError(t, err)
+		_, err = container.Build(ctx, cli, recipe, false)
+		require.NoError(t, err)
+		out[img.Kind] = tag
+	}
+	return out
 }
 
 // Leftovers counts the containers and networks of this test process that
