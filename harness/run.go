@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
@@ -203,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	// The watcher records into the history, so it stops before the run's
 	// last event (also when Run returns early).
 	defer func() { stopWatching(); <-watchDone }()
-	f.base = workloads.WorkerConfig{
+	f.base = workerproc.Config{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(), FenceSource: cfg.Run.FenceSource,
 		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
@@ -266,7 +267,7 @@ type fleet struct {
 	nodes []server
 	log   *slog.Logger
 	dir   string
-	base  workloads.WorkerConfig
+	base  workerproc.Config
 	// control is the backend's service-level handle for the nemesis, if any.
 	control any
 
@@ -324,7 +325,7 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) }, logf *os.File) {
 	defer f.running.Done()
 	defer logf.Close()
-	rerr := readMessages(stdout, func(m workloads.Message) {
+	rerr := readMessages(stdout, func(m workerproc.Message) {
 		e := w.observe(m)
 		if e == nil {
 			return
@@ -409,7 +410,7 @@ func (f *fleet) stop(grace time.Duration) {
 	for _, w := range workers {
 		if w != nil {
 			w.Signal(syscall.SIGCONT) //nolint:errcheck // a paused client must run to stop
-			w.send(workloads.CmdStop)
+			w.send(workerproc.CmdStop)
 			w.stdin.Close()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/workloads"
@@ -27,12 +28,12 @@ func RunWorkerFromEnv() bool {
 	if raw == "" {
 		return false
 	}
-	var cfg workloads.WorkerConfig
+	var cfg workerproc.Config
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "lockcheck worker: bad configuration:", err)
 		os.Exit(3)
 	}
-	if err := workloads.RunWorker(cfg, os.Stdin, os.Stdout); err != nil {
+	if err := workerproc.Run(cfg, os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lockcheck worker:", err)
 		os.Exit(3)
 	}
@@ -94,7 +95,7 @@ func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
 	}
 	w.waiter = pw
 	w.mu.Unlock()
-	w.send(workloads.CmdArm + " " + failpoint)
+	w.send(workerproc.CmdArm + " " + failpoint)
 	forget := func() {
 		w.mu.Lock()
 		if w.waiter == pw {
@@ -104,9 +105,9 @@ func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
 	}
 	select {
 	case <-pw.parked:
-		return func() { w.send(workloads.CmdGo) }, nil
+		return func() { w.send(workerproc.CmdGo) }, nil
 	case <-pw.missed:
-		w.send(workloads.CmdDisarm + " " + failpoint)
+		w.send(workerproc.CmdDisarm + " " + failpoint)
 		return nil, nemesis.ErrMissed
 	case <-ctx.Done():
 		forget()
@@ -114,17 +115,17 @@ func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
 		// parked just as we gave up, nobody else will.
 		select {
 		case <-pw.parked:
-			w.send(workloads.CmdGo)
+			w.send(workerproc.CmdGo)
 		default:
 		}
-		w.send(workloads.CmdDisarm + " " + failpoint)
+		w.send(workerproc.CmdDisarm + " " + failpoint)
 		return nil, ctx.Err()
 	}
 }
 
 // observe updates the handle from one message of the worker. It returns
 // the event to record, if the message carried one.
-func (w *worker) observe(m workloads.Message) *history.Event {
+func (w *worker) observe(m workerproc.Message) *history.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if m.Failpoint != "" {
@@ -132,7 +133,7 @@ func (w *worker) observe(m workloads.Message) *history.Event {
 			w.waiter.parked <- struct{}{}
 			w.waiter = nil
 		} else {
-			w.send(workloads.CmdGo) // nobody aims at it any more
+			w.send(workerproc.CmdGo) // nobody aims at it any more
 		}
 		return nil
 	}
@@ -203,11 +204,11 @@ func (w *worker) nextProcess(stride int) history.Process {
 
 // readMessages feeds every message of the worker to handle until its output
 // ends.
-func readMessages(r io.Reader, handle func(workloads.Message)) error {
+func readMessages(r io.Reader, handle func(workerproc.Message)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		var m workloads.Message
+		var m workerproc.Message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			return fmt.Errorf("bad message from worker: %w", err)
 		}

@@ -17,6 +17,13 @@ import (
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
+// Fence sources (--fence-source).
+const (
+	FenceFromLock     = "lock"     // the backend's own fence (INCR for the Redis backends)
+	FenceFromResource = "resource" // the resource's sequence, drawn after each grant
+	FenceNone         = "none"
+)
+
 // Workload names.
 const (
 	Fenced   = "fenced"   // the resource refuses a write with a stale fence
@@ -107,7 +114,7 @@ type Emit func(history.Event)
 type Client struct {
 	cfg      Config
 	lock     backends.Lock
-	res      *resource.Client
+	res      resource.Resource
 	emit     Emit
 	fp       backends.Failpoint
 	rng      *rand.Rand
@@ -116,7 +123,7 @@ type Client struct {
 }
 
 // NewClient returns a client. fp is hit at FailpointBeforeWrite.
-func NewClient(cfg Config, lock backends.Lock, res *resource.Client, emit Emit, fp backends.Failpoint) *Client {
+func NewClient(cfg Config, lock backends.Lock, res resource.Resource, emit Emit, fp backends.Failpoint) *Client {
 	if cfg.Stride <= 0 {
 		cfg.Stride = 1
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Client talks to a resource Server.
+// Client is a Resource served by a Server, over HTTP.
 type Client struct {
 	base string
 	http *http.Client

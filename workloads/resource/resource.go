@@ -1,13 +1,18 @@
-// Package resource is the protected resource of lockcheck's workloads: an
-// in-memory store served by the harness on loopback, one counter per key,
-// that keeps a serial log of every write it accepted or refused. That log is
-// the ground truth the resource check reads.
+// Package resource is the protected resource of lockcheck's workloads:
+// what a client does to it (Resource), and the default one, an in-memory
+// store of one counter per key (Store) that keeps a serial log of every
+// write it accepted or refused. That log is the ground truth the resource
+// check reads. The harness serves the store on loopback (Server) and each
+// worker process reaches it over HTTP (Client); in one process the store
+// itself is the Resource.
 package resource
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,19 +21,55 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
-// Server is the embedded resource.
-type Server struct {
+// Resource is the protected resource as a client uses it. Every error
+// leaves the outcome of the request unknown.
+type Resource interface {
+	// Read reads a key's value on behalf of a fence holder.
+	Read(ctx context.Context, r ReadRequest) (ReadReply, error)
+	// Write writes a value computed from a read, holding a fence; the
+	// resource may refuse it.
+	Write(ctx context.Context, r WriteRequest) (WriteReply, error)
+	// NextFence draws the next number of a key's strictly increasing
+	// sequence.
+	NextFence(ctx context.Context, r FenceRequest) (FenceReply, error)
+}
+
+var (
+	_ Resource = (*Store)(nil)
+	_ Resource = (*Client)(nil)
+)
+
+// Store is the in-memory resource. In fenced mode it refuses a write whose
+// fence is stale.
+type Store struct {
 	fenced bool
 
 	mu   sync.Mutex
 	keys map[string]*cell
 	seq  int64
 	log  *json.Encoder
-	file *os.File
 	err  error
+}
 
-	ln  net.Listener
-	srv *http.Server
+// NewStore returns an empty store that logs every write to log, one
+// history.ResourceEntry per line.
+func NewStore(log io.Writer, fenced bool) *Store {
+	return &Store{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(log)}
+}
+
+// Err is the first error writing the log, if any.
+func (s *Store) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Server serves a Store on loopback to the worker processes.
+type Server struct {
+	*Store
+	file *os.File
+	ln   net.Listener
+	srv  *http.Server
 }
 
 // cell is one key's state. In fenced mode a write is refused when its fence
@@ -93,11 +134,11 @@ func Start(logPath string, fenced bool) (*Server, error) {
 		f.Close()
 		return nil, fmt.Errorf("resource: %w", err)
 	}
-	s := &Server{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(f), file: f, ln: ln}
+	s := &Server{Store: NewStore(f, fenced), file: f, ln: ln}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /read", s.handleRead)
-	mux.HandleFunc("POST /write", s.handleWrite)
-	mux.HandleFunc("POST /next-fence", s.handleNextFence)
+	mux.HandleFunc("POST /read", handle(s.Read))
+	mux.HandleFunc("POST /write", handle(s.Write))
+	mux.HandleFunc("POST /next-fence", handle(s.NextFence))
 	s.srv = &http.Server{Handler: mux}
 	go s.srv.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close
 	return s, nil
@@ -118,7 +159,7 @@ func (s *Server) Close() error {
 	return s.err
 }
 
-func (s *Server) cell(key string) *cell {
+func (s *Store) cell(key string) *cell {
 	c, ok := s.keys[key]
 	if !ok {
 		c = &cell{}
@@ -128,29 +169,29 @@ func (s *Server) cell(key string) *cell {
 }
 
 // Read returns a key's value and, in fenced mode, remembers the reader's fence.
-func (s *Server) Read(r ReadRequest) ReadReply {
+func (s *Store) Read(_ context.Context, r ReadRequest) (ReadReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cell(r.Key)
 	if s.fenced && r.Fence != nil && (c.highestRead == nil || *r.Fence > *c.highestRead) {
 		c.highestRead = history.Int64(*r.Fence)
 	}
-	return ReadReply{Value: c.value}
+	return ReadReply{Value: c.value}, nil
 }
 
 // NextFence hands out the next number of key's strictly increasing
 // sequence: the database-sequence fence, which does not depend on the lock
 // service keeping anything.
-func (s *Server) NextFence(r FenceRequest) FenceReply {
+func (s *Store) NextFence(_ context.Context, r FenceRequest) (FenceReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cell(r.Key)
 	c.lastFence++
-	return FenceReply{Fence: c.lastFence}
+	return FenceReply{Fence: c.lastFence}, nil
 }
 
 // Write applies or refuses a write and logs it.
-func (s *Server) Write(r WriteRequest) WriteReply {
+func (s *Store) Write(_ context.Context, r WriteRequest) (WriteReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cell(r.Key)
@@ -174,7 +215,7 @@ func (s *Server) Write(r WriteRequest) WriteReply {
 	if err := s.log.Encode(entry); err != nil && s.err == nil {
 		s.err = err
 	}
-	return reply
+	return reply, nil
 }
 
 func (c *cell) refusal(fence *int64) string {
@@ -189,31 +230,21 @@ func (c *cell) refusal(fence *int64) string {
 	return ""
 }
 
-func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) {
-	var req ReadRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+// handle serves one kind of request of the store.
+func handle[Req, Reply any](do func(context.Context, Req) (Reply, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		reply, err := do(r.Context(), req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, reply)
 	}
-	writeJSON(w, s.Read(req))
-}
-
-func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
-	var req WriteRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	writeJSON(w, s.Write(req))
-}
-
-func (s *Server) handleNextFence(w http.ResponseWriter, r *http.Request) {
-	var req FenceRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	writeJSON(w, s.NextFence(req))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

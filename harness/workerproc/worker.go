@@ -1,4 +1,10 @@
-package workloads
+// Package workerproc is one client process of a run: lockcheck started again
+// by the harness as "lockcheck worker", it opens the backend's lock client
+// from the catalog, runs the workload's client loop, writes every event to
+// the harness on stdout and parks at the failpoints the harness arms over
+// stdin. It lives under harness/ because it links every backend (through
+// the catalog), which the workloads themselves do not.
+package workerproc
 
 import (
 	"bufio"
@@ -12,11 +18,12 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads"
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
-// WorkerConfig is what the harness hands a worker process.
-type WorkerConfig struct {
+// Config is what the harness hands a worker process.
+type Config struct {
 	Lock         catalog.Spec  `json:"lock"`
 	Process      int           `json:"process"`
 	Stride       int           `json:"stride"`
@@ -27,17 +34,9 @@ type WorkerConfig struct {
 	Seed         uint64        `json:"seed"`
 	ResourceAddr string        `json:"resource_addr"`
 	Watchdog     bool          `json:"watchdog,omitempty"`
-	// FenceSource is where fences come from: "lock" (the backend's own),
-	// "resource" (the resource's sequence) or "none".
+	// FenceSource is where fences come from (workloads.FenceFromLock, ...).
 	FenceSource string `json:"fence_source,omitempty"`
 }
-
-// Fence sources (--fence-source).
-const (
-	FenceFromLock     = "lock"     // the backend's own fence (INCR for the Redis backends)
-	FenceFromResource = "resource" // the resource's sequence, drawn after each grant
-	FenceNone         = "none"
-)
 
 // Message is one line a worker writes to the harness: an event of its
 // client, or word that it is parked at an armed failpoint.
@@ -55,10 +54,10 @@ const (
 	CmdStop   = "stop"   // finish the cycle in progress, release, and exit
 )
 
-// RunWorker runs one client in this process, writing messages to out and
-// reading commands from in, until it is told to stop or in is closed.
-func RunWorker(cfg WorkerConfig, in io.Reader, out io.Writer) error {
-	think, err := ParseRange(cfg.Think)
+// Run runs one client in this process, writing messages to out and reading
+// commands from in, until it is told to stop or in is closed.
+func Run(cfg Config, in io.Reader, out io.Writer) error {
+	think, err := workloads.ParseRange(cfg.Think)
 	if err != nil {
 		return err
 	}
@@ -67,7 +66,7 @@ func RunWorker(cfg WorkerConfig, in io.Reader, out io.Writer) error {
 
 	msgs := &messageWriter{w: bufio.NewWriter(out)}
 	fps := &failpoints{armed: map[string]bool{}, resume: make(chan struct{}, 1), done: ctx.Done()}
-	var client *Client
+	var client *workloads.Client
 	fps.announce = func(name string) { msgs.write(Message{Failpoint: name, Process: client.Process()}) }
 
 	lock, err := catalog.Open(cfg.Lock, fps.hit)
@@ -76,10 +75,10 @@ func RunWorker(cfg WorkerConfig, in io.Reader, out io.Writer) error {
 	}
 	defer lock.Close()
 	res := resource.NewClient(cfg.ResourceAddr, cfg.OpTimeout)
-	client = NewClient(Config{
+	client = workloads.NewClient(workloads.Config{
 		Process: cfg.Process, Stride: cfg.Stride, Keys: cfg.Keys, Think: think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Watchdog: cfg.Watchdog,
-		FenceFromResource: cfg.FenceSource == FenceFromResource,
+		FenceFromResource: cfg.FenceSource == workloads.FenceFromResource,
 	}, lock, res, func(e history.Event) { msgs.write(Message{Event: &e, Process: e.Process}) }, fps.hit)
 
 	go func() {
