@@ -53,7 +53,7 @@ func (l *memLock) Release(_ context.Context, key string, g backends.Grant) (bool
 }
 
 func (l *memLock) Inspect(context.Context, string) (string, error) { return "", nil }
-func (l *memLock) Close() error                                   { return nil }
+func (l *memLock) Close() error                                    { return nil }
 
 // brokenWrites is a resource whose writes never answer.
 type brokenWrites struct{ resource.Resource }
