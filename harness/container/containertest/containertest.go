@@ -13,15 +13,17 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/lockcheck/lockcheck/backends"
-	"github.com/lockcheck/lockcheck/backends/etcd"
-	"github.com/lockcheck/lockcheck/backends/redis"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container"
 )
 
-// EtcdImage is the tag of the etcd image tests build from their own binary
-// (which runs as an etcd member under the name etcd, like lockcheck does),
-// so that a test never replaces the image lockcheck images build made.
-const EtcdImage = "lockcheck/etcd:test"
+// testTag is the tag of an image tests build from their own binary (which
+// runs as an etcd member under the name etcd, like lockcheck does), so that
+// a test never replaces the image lockcheck images build made:
+// lockcheck/etcd:test.
+func testTag(img *backends.Image) string {
+	return "lockcheck/" + img.Kind + ":test"
+}
 
 // Engine connects to the local Docker engine, or skips the test.
 func Engine(t testing.TB) *testcontainers.DockerClient {
@@ -36,19 +38,20 @@ func Engine(t testing.TB) *testcontainers.DockerClient {
 	return cli
 }
 
-// Images builds the Redis image from the installed redis-server and the
-// etcd image from the test binary (each once: an up-to-date image is kept)
-// and returns them by kind.
+// Images builds the image of every backend's nodes, those holding installed
+// servers (redis-server) from them and those holding lockcheck itself (etcd)
+// from the test binary, each once (an up-to-date image is kept), and
+// returns them by kind.
 func Images(t testing.TB, cli *testcontainers.DockerClient) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	out := map[string]string{}
-	for _, img := range []*backends.Image{redis.Image, etcd.Image} {
+	for _, img := range catalog.Images() {
 		tag := img.Tag
-		if img == etcd.Image {
-			tag = EtcdImage
+		if img.Self != "" {
+			tag = testTag(img)
 		}
 		recipe, err := container.Recipe(img, tag, func(name string) string { return name }, self)
 		require.NoError(t, err)
