@@ -1,6 +1,9 @@
 // Package backends defines what lockcheck needs of a lock backend: a client
-// that acquires, extends and releases a lock and hands out a fence, and the
-// nodes the backend needs running. A backend knows nothing of faults.
+// that acquires, extends and releases a lock and hands out a fence, the
+// nodes the backend needs running, the server programs they run and the
+// container image they run in under the docker runtime. Each backend is a
+// package below this one and registers itself in package catalog. A backend
+// knows nothing of faults.
 package backends
 
 import (

@@ -1,7 +1,8 @@
 // Package harness runs one lockcheck test from start to finish: it brings
-// the lock service's nodes up as local processes, starts the resource and
-// one worker process per client, drives the nemesis, records the history,
-// heals every fault and tears everything down, whatever happens.
+// the lock service's nodes up through a runtime (local processes, or
+// containers in package container), starts the resource and one worker
+// process per client (package workerproc), drives the nemesis, records the
+// history, heals every fault and tears everything down, whatever happens.
 package harness
 
 import (

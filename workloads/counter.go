@@ -1,6 +1,8 @@
 // Package workloads holds what a client does under the lock: the counter
-// loop (acquire, read, think, check the lease, write read+1, release) and the
-// protected resource it writes.
+// loop (acquire, read, think, check the lease, write read+1, release) over
+// any backends.Lock, and the protected resource it writes (package
+// resource). It links no backend: the worker process (harness/workerproc)
+// opens the client from the catalog and hands it in.
 package workloads
 
 import (
