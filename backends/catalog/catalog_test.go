@@ -1,0 +1,76 @@
+package catalog
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/backends"
+)
+
+// Every node of every backend names the image it runs in under the docker
+// runtime, and runs either a program its backend declares (so preflight can
+// say how to install it) or lockcheck itself.
+func TestEveryBackendDeclaresWhatItsNodesNeed(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			b, _, err := Lookup(name, "")
+			require.NoError(t, err)
+			for _, spec := range b.Nodes(Programs{}, map[string]string{}) {
+				require.NotNil(t, spec.Image, spec.Name)
+				assert.NotEmpty(t, spec.Image.Tag, spec.Name)
+				assert.Positive(t, spec.Image.Port, spec.Name)
+				declared := slices.ContainsFunc(b.Programs, func(p backends.Program) bool { return p.Name == spec.Program })
+				assert.True(t, declared || spec.Image.Self != "", "%s runs %s, which %s does not declare", spec.Name, spec.Program, name)
+			}
+			for _, p := range b.Programs {
+				assert.NotEmpty(t, p.Package, "%s: the package that installs %s", name, p.Name)
+			}
+		})
+	}
+}
+
+// The backends' flags bind on one command line together, and their
+// defaults make a valid run of every backend, whose lease is never shorter
+// than the TTL asked for.
+func TestBackendFlagsDefaultsApplyToEveryBackend(t *testing.T) {
+	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	var apply []func(*Settings) error
+	for _, set := range FlagSets() {
+		apply = append(apply, set.Bind(fl))
+	}
+	require.NoError(t, fl.Parse(nil))
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			s := Settings{Backend: name, TTL: 500 * time.Millisecond, Lease: 500 * time.Millisecond, Params: map[string]string{}, Changed: fl.Changed}
+			for _, a := range apply {
+				require.NoError(t, a(&s))
+			}
+			assert.GreaterOrEqual(t, s.Lease, s.TTL)
+		})
+	}
+}
+
+// A set of flags that several backends share is bound once, and every
+// image and program is listed once.
+func TestSharedDeclarationsAreListedOnce(t *testing.T) {
+	seen := map[*Flags]bool{}
+	for _, set := range FlagSets() {
+		assert.False(t, seen[set], "a flag set bound twice")
+		seen[set] = true
+	}
+	kinds := map[string]bool{}
+	for _, img := range Images() {
+		assert.False(t, kinds[img.Kind], "image %s listed twice", img.Kind)
+		kinds[img.Kind] = true
+	}
+	names := map[string]bool{}
+	for _, p := range AllPrograms() {
+		assert.False(t, names[p.Name], "program %s listed twice", p.Name)
+		names[p.Name] = true
+	}
+}
