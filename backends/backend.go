@@ -9,6 +9,7 @@ package backends
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -102,6 +103,12 @@ type Program struct {
 	Name string // redis-server: the executable's name and its flag
 	// Package is the Debian package that installs it (scripts/setup does).
 	Package string
+}
+
+// NotFound is the error for a path of the program that is not there: how
+// to install it, or which flag points at it.
+func (p Program) NotFound(path string, err error) error {
+	return fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install %s) or pass its path with --%s", path, err, p.Package, p.Name)
 }
 
 // Image is a container image a backend's nodes run in under the docker

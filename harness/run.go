@@ -101,7 +101,7 @@ func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
 	for _, p := range b.Programs {
 		path := programs.Path(p.Name)
 		if _, err := exec.LookPath(path); err != nil {
-			return fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install %s) or pass its path with --%s", path, err, p.Package, p.Name)
+			return p.NotFound(path, err)
 		}
 	}
 	return nil

@@ -56,7 +56,7 @@ func Recipe(img *backends.Image, tag string, program func(name string) string, s
 	for _, p := range img.Programs {
 		path, err := exec.LookPath(program(p.Name))
 		if err != nil {
-			return ImageRecipe{}, fmt.Errorf("%s not found (%v): run scripts/setup (apt-get install %s) or pass its path with --%s", program(p.Name), err, p.Package, p.Name)
+			return ImageRecipe{}, p.NotFound(program(p.Name), err)
 		}
 		r.Programs[p.Name] = path
 	}
