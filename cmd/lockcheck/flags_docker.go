@@ -26,7 +26,7 @@ func init() {
 }
 
 // runtimeFlags declares --runtime and the image of each kind the backends'
-// nodes run in under the docker runtime (--redis-image, ...); the function
+// nodes run in under the docker runtime (--<kind>-image); the function
 // it returns gives their values as run params.
 func runtimeFlags(fl *pflag.FlagSet) func() (map[string]string, error) {
 	runtime := fl.String("runtime", harness.RuntimeProcess, "where the lock service's nodes run: process (local processes on loopback) or docker (containers on a private Docker network; build the images first with \"lockcheck images build\")")

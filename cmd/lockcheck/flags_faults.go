@@ -51,7 +51,7 @@ func warnShortLeases(cfg *harness.Config) {
 	}
 }
 
-// failoverSwitchTime is how long a failover of the sentinels takes with the default
+// failoverSwitchTime is how long a failover takes with the default
 // --down-after: 2-3 s from losing the master to +switch-master.
 const failoverSwitchTime = 3 * time.Second
 

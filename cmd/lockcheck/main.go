@@ -25,7 +25,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
-	// Workers and some backends' nodes (etcd members) are lockcheck itself;
+	// Workers and some backends' nodes are lockcheck itself;
 	// they are told apart by their environment so that they never parse the
 	// user's flags.
 	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {

@@ -34,7 +34,7 @@ type runFlags struct {
 	think, out                                       string
 	clients, keys                                    int
 	seed                                             int64
-	// programs are the server executables the user chose (--redis-server).
+	// programs are the server executables the user chose (--<program>).
 	programs catalog.Programs
 	// changed reports whether the user gave a flag.
 	changed func(name string) bool
@@ -106,7 +106,7 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 }
 
 // programFlags declares a flag for each server program a backend needs
-// (--redis-server), which sets its executable in programs.
+// (--<program>), which sets its executable in programs.
 func programFlags(fl *pflag.FlagSet, programs catalog.Programs) {
 	for _, p := range catalog.AllPrograms() {
 		fl.Var(programFlag{programs, p.Name}, p.Name, p.Name+" executable (looked up on PATH)")
