@@ -51,7 +51,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 	if resource == nil {
 		resource, source = entriesFromHistory(f.keys), SourceHistory
 	}
-	r := &Result{Faults: f.faults, Span: f.span}
+	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: h.Truncated}}
 	r.Checks = Checks{
 		LeaseSafety:     checkLeaseSafety(f.keys, f.faults),
 		DoubleOwnership: checkDoubleOwnership(f.keys, f.faults, outcomes),

@@ -60,6 +60,16 @@ type Result struct {
 	Faults []Fault `json:"faults"`
 	// Span bounds the history on CLOCK_MONOTONIC (first and last event).
 	Span Interval `json:"span"`
+	// Truncated says which input was cut off mid-line; the complete prefix
+	// was checked.
+	Truncated Truncated `json:"truncated"`
+}
+
+// Truncated says, per input file, whether its last line was cut off
+// mid-write (a run that was killed) and dropped.
+type Truncated struct {
+	History  bool `json:"history"`
+	Resource bool `json:"resource"`
 }
 
 // Checks holds one entry per check.
