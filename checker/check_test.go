@@ -16,6 +16,7 @@ func TestVerdict(t *testing.T) {
 			Resource:        ResourceSafety{Valid: true},
 			Fencing:         Fencing{Valid: true},
 			Linearizability: Linearizability{Result: Linearizable},
+			Liveness:        Liveness{AcquireAttempts: 1},
 		}
 	}
 	tests := []struct {
@@ -37,6 +38,11 @@ func TestVerdict(t *testing.T) {
 		{"double ownership with landed writes, unfenced", func(c *Checks) { c.DoubleOwnership = DoubleOwnership{Windows: 1, UnsafeWrites: 1} }, false, Invalid},
 		{"double ownership with landed writes, fenced", func(c *Checks) { c.DoubleOwnership = DoubleOwnership{Windows: 1, UnsafeWrites: 1} }, true, Valid},
 		{"double ownership with no write, unfenced", func(c *Checks) { c.DoubleOwnership = DoubleOwnership{Windows: 1} }, false, Valid},
+		{"no client operation is no pass", func(c *Checks) { c.Liveness.AcquireAttempts = 0 }, true, Unknown},
+		{"resource unknown is no pass", func(c *Checks) { c.Resource.State = StateUnknown }, true, Unknown},
+		{"double ownership unknown, unfenced", func(c *Checks) { c.DoubleOwnership.State = StateUnknown }, false, Unknown},
+		{"double ownership unknown, fenced", func(c *Checks) { c.DoubleOwnership.State = StateUnknown }, true, Valid},
+		{"fencing skipped", func(c *Checks) { c.Fencing.State = StateSkipped }, true, Valid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,10 +129,12 @@ func TestFaults(t *testing.T) {
 func TestEmptyHistory(t *testing.T) {
 	h := &history.History{Header: history.Header{Version: 1, StartTime: 42}}
 	r := Check(h, nil, Options{})
-	assert.Equal(t, Valid, r.Valid)
+	// A header-only history tested nothing: unknown, never true.
+	assert.Equal(t, Unknown, r.Valid)
 	assert.Equal(t, Interval{Start: 42, End: 42}, r.Span)
-	assert.Equal(t, "No anomaly: 0 grants, no lease was broken, no write was lost.", r.Reason)
+	assert.Equal(t, "No safety check failed, but the history holds no acquire, read or write: nothing was tested.", r.Reason)
 	assert.False(t, r.Checks.Fencing.Checked)
+	assert.Equal(t, StateSkipped, r.Checks.Fencing.State)
 }
 
 // TestResultsJSON pins the keys results.json promises.

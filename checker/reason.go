@@ -19,6 +19,9 @@ func explain(r *Result, fenced bool) string {
 	case Invalid:
 		return sentence(x.anomalies())
 	case Unknown:
+		if reasons := modelUnknownReasons(&r.Checks, fenced); len(reasons) > 0 {
+			return sentence([]string{"No safety check failed, but " + strings.Join(reasons, "; ")})
+		}
 		return sentence([]string{"No safety check failed, but linearizability is unknown: " + r.Checks.Linearizability.Detail})
 	}
 	return sentence([]string{x.noAnomaly()})

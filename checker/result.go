@@ -82,6 +82,22 @@ type Checks struct {
 	Liveness        Liveness        `json:"liveness"`
 }
 
+// Applicability says whether a check could be evaluated on this history.
+// Both fields are empty for a check that was; State is "skipped" when the
+// check does not apply (no fence was handed out) and "unknown" when it
+// should apply but the history lacks what it needs, with the reason in one
+// sentence. An unknown check is never a pass.
+type Applicability struct {
+	State       string `json:"status,omitempty"`
+	StateReason string `json:"status_reason,omitempty"`
+}
+
+// States of a check that could not be evaluated.
+const (
+	StateSkipped = "skipped"
+	StateUnknown = "unknown"
+)
+
 // Interval is a span of CLOCK_MONOTONIC nanoseconds.
 type Interval struct {
 	Start int64 `json:"start"`
@@ -131,6 +147,7 @@ type LeaseSafety struct {
 	Valid      bool             `json:"valid"`
 	Violations int              `json:"violations"`
 	Evidence   []LeaseViolation `json:"evidence,omitempty"`
+	Applicability
 }
 
 // LeaseViolation is a grant to Later while Earlier's lease was certainly live.
@@ -149,6 +166,11 @@ type DoubleOwnership struct {
 	MaxMs        float64  `json:"max_ms"`
 	UnsafeWrites int      `json:"unsafe_writes"` // accepted writes by a window's processes inside it
 	List         []Window `json:"list,omitempty"`
+	// UntiedWrites are writes on a key that no acquire names: the model
+	// ties a read or write to the lock of its key, so nobody held a lock
+	// over them and they cannot be judged (the check is then unknown).
+	UntiedWrites int `json:"untied_writes,omitempty"`
+	Applicability
 }
 
 // Window is a maximal span in which at least two processes believed they
@@ -174,6 +196,11 @@ type ResourceSafety struct {
 	StaleWritesRefused  int               `json:"stale_writes_refused"`
 	Source              string            `json:"source"` // "resource-log" or "history"
 	Anomalies           []ResourceAnomaly `json:"anomalies,omitempty"`
+	// Unjudged are accepted writes that a lost update cannot be judged on:
+	// with no resource log, a write ok that carries no prev, or a write
+	// with no read before it and no read field (the check is then unknown).
+	Unjudged int `json:"unjudged,omitempty"`
+	Applicability
 }
 
 // ResourceAnomaly is one lost update or stale write.
@@ -198,6 +225,7 @@ type Fencing struct {
 	Duplicates  int            `json:"duplicates"`
 	Checked     bool           `json:"checked"` // false when no grant carried a fence
 	Anomalies   []FenceAnomaly `json:"anomalies,omitempty"`
+	Applicability
 }
 
 // FenceAnomaly is a grant whose fence did not rise above an earlier grant's.
