@@ -66,7 +66,7 @@ func TestReasonOfAPass(t *testing.T) {
 		},
 		{
 			name:   "no fences",
-			b:      newBuilder("unfenced").cycle(0, 0, 0, -1, "").cycle(1, 10, 1, -1, ""),
+			b:      newBuilder("unfenced").Cycle(0, 0, 0, -1, "").Cycle(1, 10, 1, -1, ""),
 			reason: "No anomaly: 2 grants, no lease was broken, no write was lost.",
 		},
 		{
@@ -78,7 +78,7 @@ func TestReasonOfAPass(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := tt.b.check(t)
+			r := check(t, tt.b)
 			assert.Equal(t, Valid, r.Valid)
 			assert.Equal(t, tt.reason, r.Reason)
 		})
@@ -87,26 +87,26 @@ func TestReasonOfAPass(t *testing.T) {
 
 func TestReasonOfALeaseViolation(t *testing.T) {
 	b := newBuilder("fenced")
-	b.acquire(0, 0, 1, 1).nemesis(5, history.NemPause, "c0", "", "")
-	b.acquire(1, 110, 111, 2)
-	b.nemesis(115, history.NemResume, "c0", "", "").release(0, 120, 121)
-	b.acquire(2, 125, 126, 3).release(2, 130, 131).release(1, 200, 201)
-	r := b.check(t)
+	b.Acquire(0, 0, 1, 1).Nemesis(5, history.NemPause, "c0", "", "")
+	b.Acquire(1, 110, 111, 2)
+	b.Nemesis(115, history.NemResume, "c0", "", "").Release(0, 120, 121)
+	b.Acquire(2, 125, 126, 3).Release(2, 130, 131).Release(1, 200, 201)
+	r := check(t, b)
 	assert.Equal(t, Invalid, r.Valid)
 	assert.Equal(t, "c2 was granted lock-0 at 0.13s while c1's lease was certainly live until 0.20s (while c0 was paused); "+
 		"c0, c1 and c2 held lock-0 in overlapping turns: two clients believed they held it for 19 ms while c0 was paused.", r.Reason)
 }
 
 func TestFaults(t *testing.T) {
-	b := newBuilder("fenced").cycle(0, 0, 0, 1, "")
-	b.nemesis(10, history.NemPause, "c1", "", "").nemesis(20, history.NemResume, "c1", "", "")
-	b.nemesis(30, history.NemPause, "redis-0", "", "")
-	b.nemesis(40, history.NemKill, "c2", "", "").nemesis(50, history.NemStart, "c2", "", "")
-	b.nemesis(60, history.NemKill, "c0", "", "")
-	b.nemesis(62, history.NemPartition, "redis-1", "", "").nemesis(65, history.NemHeal, "redis-1", "", "")
-	b.nemesis(66, history.NemPartition, "redis-2", "", "")
-	b.nemesis(70, history.NemRunEnd, "", "", "")
-	r := b.check(t)
+	b := newBuilder("fenced").Cycle(0, 0, 0, 1, "")
+	b.Nemesis(10, history.NemPause, "c1", "", "").Nemesis(20, history.NemResume, "c1", "", "")
+	b.Nemesis(30, history.NemPause, "redis-0", "", "")
+	b.Nemesis(40, history.NemKill, "c2", "", "").Nemesis(50, history.NemStart, "c2", "", "")
+	b.Nemesis(60, history.NemKill, "c0", "", "")
+	b.Nemesis(62, history.NemPartition, "redis-1", "", "").Nemesis(65, history.NemHeal, "redis-1", "", "")
+	b.Nemesis(66, history.NemPartition, "redis-2", "", "")
+	b.Nemesis(70, history.NemRunEnd, "", "", "")
+	r := check(t, b)
 	type span struct {
 		kind, target string
 		start, end   float64
@@ -139,7 +139,7 @@ func TestEmptyHistory(t *testing.T) {
 
 // TestResultsJSON pins the keys results.json promises.
 func TestResultsJSON(t *testing.T) {
-	b, err := json.Marshal(pausedHolder("unfenced").check(t))
+	b, err := json.Marshal(check(t, pausedHolder("unfenced")))
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))
@@ -164,8 +164,8 @@ func TestResultsJSON(t *testing.T) {
 }
 
 func TestReasonOfANonLinearizableRead(t *testing.T) {
-	b := newBuilder("fenced").cycle(0, 0, 0, 1, "").acquire(1, 10, 11, 2).read(1, 12, 13, 0).release(1, 14, 15)
-	r := b.check(t)
+	b := newBuilder("fenced").Cycle(0, 0, 0, 1, "").Acquire(1, 10, 11, 2).Read(1, 12, 13, 0).Release(1, 14, 15)
+	r := check(t, b)
 	assert.Equal(t, Invalid, r.Valid)
 	assert.Equal(t, "the read-modify-write history is not linearizable: segment 1 of 1 on lock-0 "+
 		"(2 operations, 0.00s to 0.01s) has no linearization.", r.Reason)
