@@ -1,0 +1,177 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// Helpers for the outcomes the builder's shorthand does not write.
+
+func releaseWith(b *builder, p history.Process, inv, end float64, done history.Type, deleted *bool) *builder {
+	var v *history.Value
+	if done == history.OK {
+		v = &history.Value{Accepted: deleted}
+	}
+	return b.Op(p, history.FRelease, inv, &history.Value{Token: p.String()}, end, done, v)
+}
+
+func acquireWith(b *builder, p history.Process, inv, end float64, done history.Type, ttlMs int64) *builder {
+	var v *history.Value
+	if done == history.OK {
+		v = &history.Value{Token: p.String(), TTLms: ttlMs}
+	}
+	return b.Op(p, history.FAcquire, inv, nil, end, done, v)
+}
+
+// TestModelLease holds each lease rule of docs/history.md on a good history
+// it must pass and a bad one it must catch.
+func TestModelLease(t *testing.T) {
+	tests := []struct {
+		name       string
+		noTTL      bool
+		history    func(b *builder)
+		violations int
+	}{
+		{"re-entrant acquire refused, then release: the next grant is safe", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).AcquireFail(0, 10, 11).Release(0, 20, 21).Acquire(1, 30, 31, -1)
+		}, 0},
+		{"re-entrant acquire refused: a grant to another before the release", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).AcquireFail(0, 10, 11).Acquire(1, 15, 16, -1).Release(0, 20, 21)
+		}, 1},
+		{"no TTL, re-entrant acquire refused, then release: the next grant is safe", true, func(b *builder) {
+			acquireWith(b, 0, 0, 1, history.OK, 0).AcquireFail(0, 10, 11).Release(0, 500, 501)
+			acquireWith(b, 1, 600, 601, history.OK, 0).Release(1, 700, 701)
+		}, 0},
+		{"no TTL, a grant to another while held", true, func(b *builder) {
+			acquireWith(b, 0, 0, 1, history.OK, 0).AcquireFail(0, 10, 11)
+			acquireWith(b, 1, 600, 601, history.OK, 0).Release(0, 700, 701)
+		}, 1},
+		{"re-entrant acquire granted, then release: the next grant is safe", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).Acquire(0, 50, 51, -1).Release(0, 60, 61).Acquire(1, 70, 71, -1)
+		}, 0},
+		{"re-entrant acquire granted: a grant to another before the release", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).Acquire(0, 50, 51, -1).Acquire(1, 55, 56, -1).Release(0, 60, 61)
+		}, 1},
+		{"re-entrant acquire unknown retires the holder: its lease lasts until it expires", false, func(b *builder) {
+			acquireWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Info, 0).Acquire(1, 150, 151, -1)
+		}, 0},
+		{"re-entrant acquire unknown: a grant to another before the lease expired", false, func(b *builder) {
+			acquireWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Info, 0).Acquire(1, 50, 51, -1)
+		}, 1},
+		{"a release that failed leaves the lease live until it expires", false, func(b *builder) {
+			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Fail, nil).Acquire(1, 150, 151, -1)
+		}, 0},
+		{"a grant inside a lease whose release failed", false, func(b *builder) {
+			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Fail, nil).Acquire(1, 20, 21, -1)
+		}, 1},
+		{"a grant inside a lease whose release deleted nothing", false, func(b *builder) {
+			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.OK, history.Bool(false)).Acquire(1, 20, 21, -1)
+		}, 1},
+		{"a failed release retried: the retry ends the lease", false, func(b *builder) {
+			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Fail, nil)
+			releaseWith(b, 0, 12, 13, history.OK, history.Bool(true)).Acquire(1, 20, 21, -1)
+		}, 0},
+		{"a release of unknown outcome may have ended the lease at its invoke", false, func(b *builder) {
+			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Info, nil).Acquire(1, 20, 21, -1)
+		}, 0},
+		{"a release that never completed may have ended the lease", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).Add(10, 0, history.Invoke, history.FRelease, nil).Acquire(1, 20, 21, -1)
+		}, 0},
+		{"an extend pushes the lease out", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).Extend(0, 50, 51, 100).Acquire(1, 120, 121, -1)
+		}, 1},
+		{"equal timestamps: a hand-over at one instant", false, func(b *builder) {
+			b.Acquire(0, 0, 1, -1).Release(0, 10, 10).Acquire(1, 10, 10, -1)
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder("unfenced")
+			if tt.noTTL {
+				b.Config.TTLms = 0
+			}
+			tt.history(b)
+			r := check(t, b)
+			assert.Equal(t, tt.violations, r.Checks.LeaseSafety.Violations)
+			assert.Equal(t, tt.violations == 0, r.Checks.LeaseSafety.Valid)
+		})
+	}
+}
+
+// TestModelApplicability holds the rules that say when a check cannot be
+// evaluated, on a history where it can and one where it cannot.
+func TestModelApplicability(t *testing.T) {
+	onKey := func(b *builder, key string) *builder {
+		for i := range b.Events {
+			if f := b.Events[i].F; f == history.FRead || f == history.FWrite {
+				b.Events[i].Key = key
+			}
+		}
+		return b
+	}
+	tests := []struct {
+		name     string
+		workload string
+		history  func(b *builder) *builder
+		valid    Validity
+		check    func(t *testing.T, c *Checks)
+	}{
+		{"writes on the lock's key are tied to it", "unfenced", func(b *builder) *builder {
+			return b.Cycle(0, 0, 0, -1, "r1").Cycle(1, 20, 1, -1, "r2")
+		}, Valid, func(t *testing.T, c *Checks) {
+			assert.Empty(t, c.DoubleOwnership.State)
+			assert.Zero(t, c.DoubleOwnership.UntiedWrites)
+		}},
+		{"writes on a key no acquire names make double ownership unknown", "unfenced", func(b *builder) *builder {
+			return onKey(b.Cycle(0, 0, 0, -1, "r1").Cycle(1, 20, 1, -1, "r2"), "counter")
+		}, Unknown, func(t *testing.T, c *Checks) {
+			assert.Equal(t, StateUnknown, c.DoubleOwnership.State)
+			assert.Equal(t, 2, c.DoubleOwnership.UntiedWrites)
+			assert.Contains(t, c.DoubleOwnership.StateReason, "2 writes are on keys no acquire names")
+		}},
+		{"untied writes under fencing: the resource judges them", "fenced", func(b *builder) *builder {
+			return onKey(b.Cycle(0, 0, 0, 1, "r1").Cycle(1, 20, 1, 2, "r2"), "counter")
+		}, Valid, func(t *testing.T, c *Checks) { assert.Equal(t, StateUnknown, c.DoubleOwnership.State) }},
+		{"writes that say prev are judged", "unfenced", func(b *builder) *builder {
+			return b.Cycle(0, 0, 0, -1, "r1")
+		}, Valid, func(t *testing.T, c *Checks) {
+			assert.Empty(t, c.Resource.State)
+			assert.Zero(t, c.Resource.Unjudged)
+		}},
+		{"writes with no prev and no resource log make the resource check unknown", "unfenced", func(b *builder) *builder {
+			b.Cycle(0, 0, 0, -1, "r1")
+			for i := range b.Events {
+				if b.Events[i].F == history.FWrite && b.Events[i].Type == history.OK {
+					b.Events[i].Value.Prev = nil
+				}
+			}
+			return b
+		}, Unknown, func(t *testing.T, c *Checks) {
+			assert.Equal(t, StateUnknown, c.Resource.State)
+			assert.Equal(t, 1, c.Resource.Unjudged)
+			assert.Zero(t, c.Resource.LostUpdates)
+		}},
+		{"fences handed out: fencing is checked", "fenced", func(b *builder) *builder {
+			return b.Cycle(0, 0, 0, 1, "r1")
+		}, Valid, func(t *testing.T, c *Checks) { assert.Empty(t, c.Fencing.State) }},
+		{"no fence handed out: fencing is skipped", "unfenced", func(b *builder) *builder {
+			return b.Cycle(0, 0, 0, -1, "r1")
+		}, Valid, func(t *testing.T, c *Checks) {
+			assert.Equal(t, StateSkipped, c.Fencing.State)
+			assert.Equal(t, "no grant carried a fence", c.Fencing.StateReason)
+		}},
+		{"nemesis events only: nothing was tested", "unfenced", func(b *builder) *builder {
+			return b.Nemesis(0, history.NemPause, "redis-0", "", "").Nemesis(10, history.NemResume, "redis-0", "", "")
+		}, Unknown, func(t *testing.T, c *Checks) { assert.Zero(t, c.Liveness.AcquireAttempts) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := check(t, tt.history(newBuilder(tt.workload)))
+			assert.Equal(t, tt.valid, r.Valid, r.Reason)
+			tt.check(t, &r.Checks)
+		})
+	}
+}
