@@ -83,6 +83,23 @@ func TestModelLease(t *testing.T) {
 		{"an extend pushes the lease out", false, func(b *builder) {
 			b.Acquire(0, 0, 1, -1).Extend(0, 50, 51, 100).Acquire(1, 120, 121, -1)
 		}, 1},
+		// Found by the differential test: a grant whose own lease had run
+		// out by the time it returned still lies inside the other's lease
+		// in every order the two can have happened in.
+		{"a slow grant inside another's lease, its own lease already out", false, func(b *builder) {
+			acquireWith(b, 0, 0, 0, history.OK, 5)
+			acquireWith(b, 0, 1, 4, history.OK, 5)
+			acquireWith(b, 1, 3, 3, history.OK, 5)
+		}, 1},
+		// Found by the differential test: a holder's re-entrant grant
+		// continues its lease; the earlier grant's lease does not end at
+		// the new grant's return.
+		{"a grant inside a lease continued by a re-entrant grant", false, func(b *builder) {
+			acquireWith(b, 0, 0, 0, history.OK, 5)
+			acquireWith(b, 0, 1, 4, history.OK, 5)
+			acquireWith(b, 1, 3, 3, history.OK, 5)
+			acquireWith(b, 1, 3, 4, history.OK, 5)
+		}, 1},
 		{"equal timestamps: a hand-over at one instant", false, func(b *builder) {
 			b.Acquire(0, 0, 1, -1).Release(0, 10, 10).Acquire(1, 10, 10, -1)
 		}, 0},

@@ -103,18 +103,38 @@ type heldLease struct {
 	// believed is set while the client relies on it: until it invokes
 	// release, retires or is killed.
 	believed bool
+	// before are the holder's earlier grants this one continues (a
+	// re-entrant acquire that was granted), latest first.
+	before []continued
+}
+
+// continued is an earlier grant of a lease that a re-entrant grant took
+// over. Its lease was certainly live until the new grant took effect (no
+// earlier than the new grant's invoke, next) and the new grant's lease
+// after that; but no longer than its own expiry, cap, when that may have
+// come before the new grant.
+type continued struct {
+	idx  int
+	cap  int64
+	next int64
 }
 
 func (l heldLease) grant() *Grant { return &l.key.grants[l.idx] }
 
 // end ends the lease at the earliest of at and its expiry, and the client's
-// belief at believedUntil if it still believed.
+// belief at believedUntil if it still believed; the earlier grants it
+// continued end with it.
 func (l heldLease) end(at, believedUntil int64) {
 	g := l.grant()
 	if l.believed {
 		g.BeliefEnd = believedUntil
 	}
 	g.CertainEnd = min(at, l.expiry)
+	end := g.CertainEnd
+	for _, c := range l.before {
+		end = min(c.cap, max(c.next, end))
+		l.key.grants[c.idx].CertainEnd = end
+	}
 }
 
 type scanner struct {
@@ -359,10 +379,20 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	if k == nil {
 		k = s.key(inv.Key)
 	}
-	// A grant to a holder of the key continues its lease: the earlier
-	// grant's part of it ends where the new one begins.
+	// A grant to a holder of the key continues its lease: the client's
+	// belief moves to the new grant, and the earlier grant's lease lasts as
+	// long as the new one's (see continued).
+	var before []continued
 	if i := ps.holding(k.key); i >= 0 {
-		ps.held[i].end(e.Time, e.Time)
+		old := ps.held[i]
+		if old.believed {
+			old.grant().BeliefEnd = e.Time
+		}
+		c := continued{idx: old.idx, cap: never, next: inv.Time}
+		if old.expiry < e.Time {
+			c.cap = old.expiry
+		}
+		before = append([]continued{c}, old.before...)
 		ps.held = slices.Delete(ps.held, i, i+1)
 	}
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
@@ -371,7 +401,7 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 		g.Fence, g.Nodes = e.Value.Fence, e.Value.Nodes
 	}
 	k.grants = append(k.grants, g)
-	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: s.expiry(inv.Time, g.TTLms), believed: true})
+	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: s.expiry(inv.Time, g.TTLms), believed: true, before: before})
 }
 
 // holding is the index in ps.held of the lease on key, or -1.

@@ -140,7 +140,12 @@ func ReadFile(path string) (*History, error) {
 // it, and a process whose operation completed with info never acts again.
 // A last line cut off mid-write is dropped and noted in Truncated.
 func Read(r io.Reader) (*History, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	size := 1 << 20
+	if l, ok := r.(interface{ Len() int }); ok {
+		// A history in memory (a test's) needs no buffer larger than itself.
+		size = min(size, l.Len()+1)
+	}
+	br := bufio.NewReaderSize(r, size)
 	h := &History{}
 	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
 	for line := 1; ; line++ {

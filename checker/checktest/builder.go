@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"slices"
-	"testing"
 
 	"github.com/stretchr/testify/require"
 
@@ -126,9 +125,15 @@ func (b *Builder) Nemesis(ms float64, f, target, failpoint, detail string) *Buil
 	return b.Add(ms, history.Nemesis, history.Info, f, &history.Value{Target: target, Failpoint: failpoint, Detail: detail})
 }
 
+// TB is what Build needs of a test: a testing.TB or a rapid.T.
+type TB interface {
+	Helper()
+	require.TestingT
+}
+
 // Build orders and numbers the events and round-trips them through the
 // history format, so every hand-written history is also a valid file.
-func (b *Builder) Build(t testing.TB) *history.History {
+func (b *Builder) Build(t TB) *history.History {
 	t.Helper()
 	h, err := history.Read(bytes.NewReader(b.JSONL(t)))
 	require.NoError(t, err)
@@ -137,7 +142,7 @@ func (b *Builder) Build(t testing.TB) *history.History {
 
 // JSONL is the history as a history.jsonl file: the header, then the events
 // ordered by time and numbered.
-func (b *Builder) JSONL(t testing.TB) []byte {
+func (b *Builder) JSONL(t TB) []byte {
 	t.Helper()
 	events := slices.Clone(b.Events)
 	slices.SortStableFunc(events, func(x, y history.Event) int { return cmp.Compare(x.Time, y.Time) })
