@@ -93,7 +93,7 @@ func TestReasonOfALeaseViolation(t *testing.T) {
 	b.Acquire(2, 125, 126, 3).Release(2, 130, 131).Release(1, 200, 201)
 	r := check(t, b)
 	assert.Equal(t, Invalid, r.Valid)
-	assert.Equal(t, "c2 was granted lock-0 at 0.13s while c1's lease was certainly live until 0.20s (while c0 was paused); "+
+	assert.Equal(t, "c2 was granted lock-0 at 0.13s while c1's lease was certainly live until 0.20s (11 ms after the pause of c0 healed); "+
 		"c0, c1 and c2 held lock-0 in overlapping turns: two clients believed they held it for 19 ms while c0 was paused.", r.Reason)
 }
 

@@ -192,3 +192,52 @@ func TestModelApplicability(t *testing.T) {
 		})
 	}
 }
+
+func TestReasonTimesReadApart(t *testing.T) {
+	tests := []struct {
+		a, b       int64
+		wantA, wan string
+	}{
+		{1e9, 1e9 + 1, "1.000000000s", "1.000000001s"},
+		{1e9, 1e9, "1.00s", "1.00s"},
+		{1e9, 2e9, "1.00s", "2.00s"},
+		{1e9, 1e9 + 3e6, "1.000s", "1.003s"},
+	}
+	for _, tt := range tests {
+		a, b := relSecondsApart(tt.a, tt.b)
+		assert.Equal(t, []string{tt.wantA, tt.wan}, []string{a, b})
+	}
+}
+
+func TestReasonFaultInForce(t *testing.T) {
+	pause := Fault{Kind: history.NemPause, Target: "c0", Start: at(5), End: at(115)}
+	tests := []struct {
+		name string
+		f    Fault
+		at   int64
+		want string
+	}{
+		{"in force", pause, at(100), "while c0 was paused"},
+		{"healed before", pause, at(126), "11 ms after the pause of c0 healed"},
+		{"healed long before", pause, at(2115), "2.0s after the pause of c0 healed"},
+		{"partition in force", Fault{Kind: history.NemPartition, Target: "redis-1", Start: at(0), End: at(50)}, at(50), "while redis-1 was cut off the network"},
+		{"a kill is told as after", Fault{Kind: history.NemKill, Target: "redis-0", Start: at(0), End: at(0)}, at(50), "after redis-0 was killed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, faultPhraseAt(tt.f, tt.at)) })
+	}
+}
+
+// A nanosecond between a grant and the end of the lease it broke reads as
+// a difference.
+func TestReasonOfANanosecondViolation(t *testing.T) {
+	b := newBuilder("unfenced")
+	b.Acquire(0, 0, 1, -1)
+	b.Add(50, 0, history.Invoke, history.FRelease, &history.Value{Token: "c0"})
+	b.Events = append(b.Events, history.Event{Time: at(50) + 1, Process: 0, Type: history.OK, F: history.FRelease, Key: lockKey})
+	b.Events = append(b.Events, history.Event{Time: at(49), Process: 1, Type: history.Invoke, F: history.FAcquire, Key: lockKey},
+		history.Event{Time: at(50) - 1, Process: 1, Type: history.OK, F: history.FAcquire, Key: lockKey, Value: &history.Value{TTLms: 100}})
+	r := check(t, b)
+	assert.Equal(t, Invalid, r.Valid)
+	assert.Contains(t, r.Reason, "c1 was granted lock-0 at 0.049999999s while c0's lease was certainly live until 0.050000000s")
+}
