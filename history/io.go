@@ -148,12 +148,12 @@ func Read(r io.Reader) (*History, error) {
 	br := bufio.NewReaderSize(r, size)
 	h := &History{}
 	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
+	var long []byte
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
+		b, complete, err := readLine(br, &long)
+		if err != nil {
 			return nil, err
 		}
-		complete := err == nil
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			if !complete {
@@ -193,6 +193,29 @@ func Read(r io.Reader) (*History, error) {
 		return nil, &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
 	}
 	return h, nil
+}
+
+// readLine reads the next line without its newline; complete is false for
+// a last line with no newline (or none at all). The line is valid until
+// the next call: it lies in br's buffer, or in *long for a line longer
+// than that buffer.
+func readLine(br *bufio.Reader, long *[]byte) (line []byte, complete bool, err error) {
+	b, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		*long = append((*long)[:0], b...)
+		for err == bufio.ErrBufferFull {
+			b, err = br.ReadSlice('\n')
+			*long = append(*long, b...)
+		}
+		b = *long
+	}
+	switch err {
+	case nil:
+		return b, true, nil
+	case io.EOF:
+		return b, false, nil
+	}
+	return nil, false, err
 }
 
 func decodeHeader(b []byte, hd *Header) error {

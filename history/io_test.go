@@ -106,6 +106,7 @@ func TestReadResource(t *testing.T) {
 		{"missing time", `{"seq":1,"key":"k","process":0,"read":0,"value":1,"prev":0,"accepted":true}` + "\n", 0, false, 1, `missing "time"`},
 		{"missing prev", `{"seq":1,"time":5,"key":"k","process":0,"read":0,"value":1,"accepted":true}` + "\n", 0, false, 1, `missing "prev"`},
 		{"duplicate seq", good + "\n" + good + "\n", 0, false, 2, "duplicate seq 1"},
+		{"a line longer than the read buffer", good + "\n" + `{"seq":2,"time":6,"key":"k","process":0,"read":0,"value":1,"prev":0,"accepted":false,"reason":"` + strings.Repeat("x", 100000) + `"}` + "\n" + strings.Replace(good, `"seq":1`, `"seq":3`, 1) + "\n", 3, false, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

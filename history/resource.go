@@ -69,12 +69,12 @@ func readResource(r io.Reader) (*ResourceLog, error) {
 	l := &ResourceLog{Entries: []ResourceEntry{}}
 	br := bufio.NewReaderSize(r, 64<<10)
 	lastSeq := absent
+	var long []byte
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
+		b, complete, err := readLine(br, &long)
+		if err != nil {
 			return nil, err
 		}
-		complete := err == nil
 		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			if !complete {
