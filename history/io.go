@@ -145,54 +145,72 @@ func Read(r io.Reader) (*History, error) {
 		// A history in memory (a test's) needs no buffer larger than itself.
 		size = min(size, l.Len()+1)
 	}
-	br := bufio.NewReaderSize(r, size)
 	h := &History{}
 	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
-	var long []byte
-	for line := 1; ; line++ {
-		b, complete, err := readLine(br, &long)
-		if err != nil {
-			return nil, err
-		}
-		b = bytes.TrimSpace(b)
-		if len(b) == 0 {
-			if !complete {
-				break
+	headerRead := false
+	truncated, err := eachLine(r, size, false, func(line int, b []byte) error {
+		if !headerRead {
+			headerRead = true
+			if line != 1 {
+				return &ParseError{Line: 1, Err: errors.New("empty line where the header was expected")}
 			}
-			if line == 1 {
-				return nil, &ParseError{Line: line, Err: errors.New("empty line where the header was expected")}
-			}
-			continue
-		}
-		if line == 1 {
-			if err := decodeHeader(b, &h.Header); err != nil {
-				return nil, &ParseError{Line: line, Err: err}
-			}
-			if !complete {
-				break
-			}
-			continue
+			return decodeHeader(b, &h.Header)
 		}
 		e := Event{Index: absent, Time: absent, Process: noProcess}
-		if derr := json.Unmarshal(b, &e); derr != nil {
-			if !complete {
-				h.Truncated = true
-				break
-			}
-			return nil, &ParseError{Line: line, Err: derr}
+		if err := json.Unmarshal(b, &e); err != nil {
+			return notJSON{err}
 		}
-		if verr := v.check(&e); verr != nil {
-			return nil, &ParseError{Line: line, Err: verr}
+		if err := v.check(&e); err != nil {
+			return err
 		}
 		h.Events = append(h.Events, e)
-		if !complete {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	h.Truncated = truncated
 	if len(h.Events) == 0 && h.Header.Version == 0 {
 		return nil, &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
 	}
 	return h, nil
+}
+
+// notJSON marks a line that is not the JSON it should be: on a last line
+// with no newline, the mark of a run killed mid-write.
+type notJSON struct{ error }
+
+// eachLine calls visit with the number and the text of each line of r that
+// is not blank. A last line with no newline that visit finds is not JSON
+// ends the reading, truncated; any other error of visit stops it as a
+// ParseError of that line (of the resource log when resource is set).
+func eachLine(r io.Reader, size int, resource bool, visit func(line int, b []byte) error) (truncated bool, err error) {
+	br := bufio.NewReaderSize(r, size)
+	var long []byte
+	for line := 1; ; line++ {
+		b, complete, err := readLine(br, &long)
+		if err != nil {
+			return false, err
+		}
+		if b = bytes.TrimSpace(b); len(b) > 0 {
+			err = visit(line, b)
+		}
+		var cut notJSON
+		switch {
+		case err == nil:
+		case errors.As(err, &cut) && !complete:
+			return true, nil
+		case errors.As(err, new(*ParseError)):
+			return false, err
+		case errors.As(err, &cut):
+			return false, &ParseError{Line: line, Err: cut.error, resource: resource}
+		default:
+			return false, &ParseError{Line: line, Err: err, resource: resource}
+		}
+		if !complete {
+			return false, nil
+		}
+	}
 }
 
 // readLine reads the next line without its newline; complete is false for

@@ -1,8 +1,6 @@
 package history
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,39 +65,24 @@ func ReadResource(path string) (*ResourceLog, error) {
 
 func readResource(r io.Reader) (*ResourceLog, error) {
 	l := &ResourceLog{Entries: []ResourceEntry{}}
-	br := bufio.NewReaderSize(r, 64<<10)
 	lastSeq := absent
-	var long []byte
-	for line := 1; ; line++ {
-		b, complete, err := readLine(br, &long)
-		if err != nil {
-			return nil, err
-		}
-		b = bytes.TrimSpace(b)
-		if len(b) == 0 {
-			if !complete {
-				break
-			}
-			continue
-		}
+	truncated, err := eachLine(r, 64<<10, true, func(_ int, b []byte) error {
 		w := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
-		if derr := json.Unmarshal(b, &w); derr != nil {
-			if !complete {
-				l.Truncated = true
-				break
-			}
-			return nil, &ParseError{Line: line, Err: derr, resource: true}
+		if err := json.Unmarshal(b, &w); err != nil {
+			return notJSON{err}
 		}
-		if verr := w.check(lastSeq); verr != nil {
-			return nil, &ParseError{Line: line, Err: verr, resource: true}
+		if err := w.check(lastSeq); err != nil {
+			return err
 		}
 		w.ResourceEntry.Accepted = w.Accepted.value
 		lastSeq = w.Seq
 		l.Entries = append(l.Entries, w.ResourceEntry)
-		if !complete {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	l.Truncated = truncated
 	return l, nil
 }
 
