@@ -132,11 +132,14 @@ type Grant struct {
 	Nodes []string `json:"nodes,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
-	// extends, less the clock allowance) or the release invoke, whichever is
-	// first.
+	// extends, less the clock allowance) or the invoke of a release that
+	// may have deleted the key (ok and not accepted false, or unknown),
+	// whichever is first. A grant continued by its holder's re-entrant
+	// grant lasts as long as that one (docs/history.md).
 	CertainEnd int64 `json:"certain_end"`
 	// BeliefEnd ends the client's belief interval [OK, BeliefEnd]: release
-	// invoke, its death, a retiring info, or the end of the history.
+	// invoke, its death, a retiring info, its re-entrant grant's OK, or the
+	// end of the history.
 	BeliefEnd int64 `json:"belief_end"`
 	Index     int64 `json:"index"` // history index of the acquire ok event
 }
