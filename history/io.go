@@ -193,24 +193,28 @@ func eachLine(r io.Reader, size int, resource bool, visit func(line int, b []byt
 			return false, err
 		}
 		if b = bytes.TrimSpace(b); len(b) > 0 {
-			err = visit(line, b)
-		}
-		var cut notJSON
-		switch {
-		case err == nil:
-		case errors.As(err, &cut) && !complete:
-			return true, nil
-		case errors.As(err, new(*ParseError)):
-			return false, err
-		case errors.As(err, &cut):
-			return false, &ParseError{Line: line, Err: cut.error, resource: resource}
-		default:
-			return false, &ParseError{Line: line, Err: err, resource: resource}
+			if err := visit(line, b); err != nil {
+				return lineError(err, line, complete, resource)
+			}
 		}
 		if !complete {
 			return false, nil
 		}
 	}
+}
+
+// lineError is how eachLine ends on visit's error err at line.
+func lineError(err error, line int, complete, resource bool) (truncated bool, _ error) {
+	var cut notJSON
+	switch {
+	case errors.As(err, &cut) && !complete:
+		return true, nil
+	case errors.As(err, new(*ParseError)):
+		return false, err
+	case errors.As(err, &cut):
+		err = cut.error
+	}
+	return false, &ParseError{Line: line, Err: err, resource: resource}
 }
 
 // readLine reads the next line without its newline; complete is false for
