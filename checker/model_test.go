@@ -70,6 +70,11 @@ func TestModelLease(t *testing.T) {
 		{"a grant inside a lease whose release deleted nothing", false, func(b *builder) {
 			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.OK, history.Bool(false)).Acquire(1, 20, 21, -1)
 		}, 1},
+		// Redlock reports accepted false when no majority deleted the key,
+		// which some nodes may have done.
+		{"a multi-node release that found no majority may have ended the lease", false, func(b *builder) {
+			releaseWith(b.AcquireOn(0, 0, 1, "redlock-1", "redlock-2", "redlock-3"), 0, 10, 11, history.OK, history.Bool(false)).Acquire(1, 20, 21, -1)
+		}, 0},
 		{"a failed release retried: the retry ends the lease", false, func(b *builder) {
 			releaseWith(b.Acquire(0, 0, 1, -1), 0, 10, 11, history.Fail, nil)
 			releaseWith(b, 0, 12, 13, history.OK, history.Bool(true)).Acquire(1, 20, 21, -1)

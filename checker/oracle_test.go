@@ -28,6 +28,7 @@ type oracleGrant struct {
 	beliefEnd      int64
 	expiry         int64
 	believed       bool
+	multiNode      bool  // won on several nodes
 	releaseInvoked int64 // of a pending release; 0 when none
 	// chain are the earlier grants of the same lease that this re-entrant
 	// grant continued, latest first; next is the invoke of the grant that
@@ -87,6 +88,7 @@ func oracleGrants(h *history.History, allowance func(int64) int64) []*oracleGran
 					ttl = done.Value.TTLms
 				}
 				n := &oracleGrant{process: p, key: inv.Key, invoke: inv.Time, ok: done.Time, index: done.Index, expiry: expiry(inv.Time, ttl), believed: true, chain: chain}
+				n.multiNode = done.Value != nil && len(done.Value.Nodes) > 0
 				held[inv.Key] = n
 				all = append(all, n)
 			case history.FExtend:
@@ -108,7 +110,7 @@ func oracleGrants(h *history.History, allowance func(int64) int64) []*oracleGran
 				case done == nil:
 					releasing, g.releaseInvoked = g, inv.Time
 					delete(held, inv.Key)
-				case done.Type == history.Fail, done.Type == history.OK && done.Value != nil && done.Value.Accepted != nil && !*done.Value.Accepted:
+				case done.Type == history.Fail, done.Type == history.OK && done.Value != nil && done.Value.Accepted != nil && !*done.Value.Accepted && !g.multiNode:
 					// Still held until it expires or a later release.
 				default:
 					g.certainEnd = min(g.expiry, inv.Time)
@@ -259,19 +261,22 @@ type leaseOp struct {
 // the earliest real moment the next operation can take effect: moments of
 // effect rise along a linearization, and each lies within its operation.
 type leaseState struct {
-	holder history.Process // -1 when free
-	until  int64
-	now    int64
+	holder  history.Process // -1 when free
+	freedBy history.Process // the release that freed it, -1 when none
+	until   int64
+	now     int64
 }
 
 // leaseMutexModel: an acquire succeeds only if the lock is free or the
 // holder's lease may have ended by some moment within the acquire; a
 // release that deleted the key frees it only for the holder (a release
 // that deleted another's key changes nothing the model can see); an extend
-// is accepted only for the holder and pushes its lease out. Each operation takes effect at
+// is accepted only for the holder (or the client whose release freed the
+// lock, which may not have deleted the key everywhere) and pushes the
+// holder's lease out. Each operation takes effect at
 // the earliest moment it can, which leaves the most room to those after it.
 var leaseMutexModel = porcupine.Model{
-	Init: func() any { return leaseState{holder: -1, now: math.MinInt64} },
+	Init: func() any { return leaseState{holder: -1, freedBy: -1, now: math.MinInt64} },
 	Step: func(state, input, _ any) (bool, any) {
 		s, op := state.(leaseState), input.(leaseOp)
 		at := max(s.now, op.inv)
@@ -284,18 +289,20 @@ var leaseMutexModel = porcupine.Model{
 		s.now = at
 		switch op.f {
 		case history.FAcquire:
-			s.holder, s.until = op.process, op.expiry
+			s.holder, s.until, s.freedBy = op.process, op.expiry, -1
 		case history.FRelease:
 			if op.frees && s.holder == op.process {
-				s.holder = -1
+				s.holder, s.freedBy = -1, op.process
 			}
 		case history.FExtend:
 			// The service accepts an extend only of the lease it holds
-			// for the client.
-			if op.extends && s.holder != op.process {
+			// for the client. After the client's own release, which may
+			// only have deleted the key on some nodes, it pushes out
+			// nothing the model holds.
+			if op.extends && s.holder != op.process && (s.holder >= 0 || s.freedBy != op.process) {
 				return false, s
 			}
-			if op.extends {
+			if op.extends && s.holder == op.process {
 				s.until = max(s.until, op.expiry)
 			}
 		}
@@ -324,6 +331,7 @@ func leaseOperations(h *history.History, allowance func(int64) int64) (ops []por
 	// would also let one process's operations that touch at an instant
 	// swap, which the model does not: such histories are not compared.
 	lastDone := map[history.Process]int64{}
+	multiNode := map[history.Process]bool{} // the process's last grant was won on several nodes
 	comparable = true
 	add := func(inv history.Event, done *history.Event, op leaseOp) {
 		op.inv, op.ret, op.process = inv.Time, forever, inv.Process
@@ -349,6 +357,7 @@ func leaseOperations(h *history.History, allowance func(int64) int64) (ops []por
 		switch inv.F {
 		case history.FAcquire:
 			if e.Type == history.OK {
+				multiNode[e.Process] = e.Value != nil && len(e.Value.Nodes) > 0
 				ttl := h.Header.Config.TTLms
 				if e.Value != nil && e.Value.TTLms > 0 {
 					ttl = e.Value.TTLms
@@ -360,7 +369,9 @@ func leaseOperations(h *history.History, allowance func(int64) int64) (ops []por
 			case e.Type == history.Info:
 				add(inv, nil, leaseOp{f: inv.F, frees: true})
 			case e.Type == history.OK:
-				add(inv, &e, leaseOp{f: inv.F, frees: confirmed(e.Value)})
+				// A multi-node release that found no majority may have
+				// deleted the key on some nodes.
+				add(inv, &e, leaseOp{f: inv.F, frees: confirmed(e.Value) || multiNode[e.Process]})
 			}
 		case history.FExtend:
 			if e.Type == history.OK && confirmed(e.Value) && e.Value != nil && e.Value.TTLms > 0 {

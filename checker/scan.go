@@ -336,12 +336,15 @@ func confirmed(v *history.Value) bool { return v == nil || v.Accepted == nil || 
 // that deleted the key ends it at the release's invoke; one that failed or
 // reported it deleted nothing (accepted false) leaves it held until it
 // expires or a later release ends it; an unknown outcome (info) may have
-// ended it at the invoke.
+// ended it at the invoke. A lock won on several nodes reports accepted
+// false when no majority deleted the key, which some nodes may have done:
+// such a release may have ended the lease too.
 func (s *scanner) completeRelease(ps *procState, e *history.Event) {
 	if !ps.hasReleasing {
 		return
 	}
-	if e.Type == history.Fail || (e.Type == history.OK && !confirmed(e.Value)) {
+	deletedNothing := e.Type == history.OK && !confirmed(e.Value) && len(ps.releasing.grant().Nodes) == 0
+	if e.Type == history.Fail || deletedNothing {
 		ps.held = append(ps.held, ps.releasing)
 		ps.hasReleasing = false
 		return

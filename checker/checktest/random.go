@@ -12,7 +12,7 @@ import (
 // four clients acquire, re-acquire while holding, extend and release, with
 // every outcome the model knows (ok, busy fail, refused or failed release,
 // a release or extend that found nothing, info that retires the process),
-// equal timestamps, and a TTL or none. With readsWrites the holders also
+// equal timestamps, a TTL or none, and single- or multi-node grants. With readsWrites the holders also
 // read and write a counter.
 //
 // The lock service behind it is honest or not, as drawn: an honest one
@@ -23,6 +23,10 @@ func Random(t *rapid.T, readsWrites bool) *Builder {
 	b := NewBuilder(workload)
 	b.Config.TTLms = rapid.SampledFrom([]int64{0, 5, 20}).Draw(t, "ttl")
 	g := &randomLock{t: t, b: b, honest: rapid.Bool().Draw(t, "honest"), ttl: b.Config.TTLms, holder: -1, rw: readsWrites}
+	if rapid.IntRange(0, 3).Draw(t, "multi-node") == 0 {
+		// A lock won on several nodes (Redlock): its grants name them.
+		g.nodes = []string{"n1", "n2", "n3"}
+	}
 	clients := rapid.IntRange(2, 4).Draw(t, "clients")
 	for p := range clients {
 		g.procs = append(g.procs, &randomProc{p: history.Process(p)})
@@ -41,7 +45,8 @@ type randomLock struct {
 	b      *Builder
 	honest bool
 	rw     bool
-	ttl    int64 // ms; 0 is no TTL
+	nodes  []string // of every grant of a multi-node lock
+	ttl    int64    // ms; 0 is no TTL
 	procs  []*randomProc
 	next   history.Process // the number a retired client continues under
 	now    float64
@@ -88,7 +93,7 @@ func (g *randomLock) step() {
 			g.fence++
 			g.holder, c.holds, c.fence, c.read = c.p, true, g.fence, nil
 			g.leaseEnd = start + float64(g.ttl)
-			done = &history.Value{Token: c.p.String(), TTLms: g.ttl}
+			done = &history.Value{Token: c.p.String(), TTLms: g.ttl, Nodes: g.nodes}
 			if g.b.Config.Fenced() {
 				done.Fence = history.Int64(g.fence)
 			}
