@@ -60,23 +60,29 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		Linearizability: newLinearizabilityCheck(f, outcomes, opts.LinearizabilityTimeout).result(),
 		Liveness:        checkLiveness(f),
 	}
+	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(h)
 	fenced := h.Header.Config.Fenced()
-	r.Valid = verdict(&r.Checks, fenced)
+	r.Valid = verdict(h, r, fenced)
 	r.Reason = explain(r, fenced)
+	r.UnknownReasons = runUnknownReasons(h, r)
+	r.Reason = withRunReasons(r)
 	return r
 }
 
 // verdict is false when a safety check failed (lease safety, resource,
 // fencing, an illegal linearizability result, or a write that landed
 // during double ownership without a fence to stop it), unknown when
-// linearizability could not be decided, and true otherwise.
-func verdict(c *Checks, fenced bool) Validity {
+// linearizability could not be decided or the run tested too little for a
+// pass (runUnknownReasons), and true otherwise.
+func verdict(h *history.History, r *Result, fenced bool) Validity {
+	c := &r.Checks
 	switch {
 	case !c.LeaseSafety.Valid, !c.Resource.Valid, !c.Fencing.Valid,
 		c.Linearizability.Result == NotLinearizable,
 		!fenced && c.DoubleOwnership.UnsafeWrites > 0:
 		return Invalid
-	case c.Linearizability.Result != Linearizable:
+	case c.Linearizability.Result != Linearizable,
+		len(runUnknownReasons(h, r)) > 0:
 		return Unknown
 	}
 	return Valid

@@ -16,8 +16,11 @@ func TestVerdict(t *testing.T) {
 			Resource:        ResourceSafety{Valid: true},
 			Fencing:         Fencing{Valid: true},
 			Linearizability: Linearizability{Result: Linearizable},
+			Liveness:        Liveness{Grants: 1},
 		}
 	}
+	// A history that wrote: the run tested something.
+	wrote := &history.History{Header: history.Header{Started: "2026-11-30T05:00:00Z"}, Events: []history.Event{{Process: 0, Type: history.Invoke, F: history.FWrite}, {Process: history.Nemesis, Type: history.Info, F: history.NemRunEnd}}}
 	tests := []struct {
 		name    string
 		change  func(c *Checks)
@@ -42,7 +45,7 @@ func TestVerdict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good()
 			tt.change(&c)
-			assert.Equal(t, tt.verdict, verdict(&c, tt.fenced))
+			assert.Equal(t, tt.verdict, verdict(wrote, &Result{Checks: c}, tt.fenced))
 		})
 	}
 }

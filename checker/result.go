@@ -60,6 +60,17 @@ type Result struct {
 	Faults []Fault `json:"faults"`
 	// Span bounds the history on CLOCK_MONOTONIC (first and last event).
 	Span Interval `json:"span"`
+	// Interrupted is set when the run stopped before its time limit
+	// (Ctrl-C, SIGTERM, a recording that failed); InterruptedBy says why
+	// when the harness knew more than "interrupted".
+	Interrupted   bool   `json:"interrupted"`
+	InterruptedBy string `json:"interrupted_by,omitempty"`
+	// Incomplete is set when a recorded history has no run-end event: the
+	// run was killed or could not record its end.
+	Incomplete bool `json:"incomplete"`
+	// UnknownReasons are why the run tested too little for a pass, one
+	// sentence each; any of them makes a verdict that is not false unknown.
+	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 }
 
 // Checks holds one entry per check.

@@ -121,6 +121,9 @@ func runEntry(dir, rel, parent string) IndexEntry {
 	}
 	e.Workload, e.Faults = r.Workload, FaultsName(r.Nemesis)
 	e.Verdict, e.Class, e.Summary = r.Valid.String(), verdictClass(r.Valid), r.Reason
+	if note := runNote(r.Interrupted, r.Incomplete, r.InterruptedBy); note != "" {
+		e.Summary = note + " " + e.Summary
+	}
 	return e
 }
 

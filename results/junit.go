@@ -88,6 +88,21 @@ func writeJUnit(w io.Writer, h *history.History, res *checker.Result) error {
 		},
 	}
 	classname := "lockcheck." + strings.ReplaceAll(runTitle(cfg), "/", ".")
+	if note := resultNote(res); note != "" {
+		suite.Properties = append(suite.Properties, junitProperty{"interrupted", fmt.Sprint(res.Interrupted)}, junitProperty{"incomplete", fmt.Sprint(res.Incomplete)})
+		// A cut-short run is never green: it fails with its checks, or is an
+		// error of its own.
+		tc := junitCase{Name: "run", Classname: classname}
+		problem := &junitProblem{Message: note, Details: strings.Join(res.UnknownReasons, "\n")}
+		if res.Valid == checker.Invalid {
+			tc.Failure = problem
+			suite.Failures++
+		} else {
+			tc.Error = problem
+			suite.Errors++
+		}
+		suite.Cases = append(suite.Cases, tc)
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		tc := junitCase{Name: st.Key, Classname: classname}
 		details := strings.Join(st.Details, "\n")

@@ -32,6 +32,8 @@ type reportView struct {
 	Verdict      string
 	VerdictClass string
 	Reason       string
+	// RunNote says the run was interrupted or is incomplete.
+	RunNote string
 	// Scenario is the incident a scripted run reproduces, if it is one.
 	Scenario  *history.ScenarioInfo
 	Header    []kv
@@ -89,6 +91,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		Verdict:      res.Valid.String(),
 		VerdictClass: verdictClass(res.Valid),
 		Reason:       res.Reason,
+		RunNote:      resultNote(res),
 		Scenario:     h.Header.Config.Scenario,
 		Config:       fieldRows(cfg, t0),
 		Faults:       faultTable(res.Faults, t0),

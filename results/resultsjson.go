@@ -31,6 +31,14 @@ type Results struct {
 	HistoryEvents int               `json:"history_events"`
 	Faults        []checker.Fault   `json:"faults"`
 	Schema        int               `json:"schema"`
+
+	// How the run ended (docs/results.md): interrupted before its time
+	// limit, or incomplete (the history has no run-end event), and why a
+	// verdict that is not false is unknown.
+	Interrupted    bool     `json:"interrupted"`
+	InterruptedBy  string   `json:"interrupted_by,omitempty"`
+	Incomplete     bool     `json:"incomplete"`
+	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -49,6 +57,11 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		HistoryEvents: len(h.Events),
 		Faults:        res.Faults,
 		Schema:        Schema,
+
+		Interrupted:    res.Interrupted,
+		InterruptedBy:  res.InterruptedBy,
+		Incomplete:     res.Incomplete,
+		UnknownReasons: res.UnknownReasons,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Nemesis == nil {

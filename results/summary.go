@@ -19,6 +19,9 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 		fmt.Fprintln(w, "history cut off mid-line (the run was killed); the complete prefix was checked")
 	}
 	fmt.Fprintf(w, "verdict: %s. %s\n", res.Valid, res.Reason)
+	if note := resultNote(res); note != "" {
+		fmt.Fprintln(w, note)
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, st.Outcome.word(), st.Numbers)
 	}
