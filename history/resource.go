@@ -2,7 +2,9 @@ package history
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 )
 
@@ -34,19 +36,25 @@ func ReadResourceLog(path string) ([]ResourceEntry, error) {
 	// An existing log, even an empty one, is ground truth: a write absent
 	// from it never happened.
 	out := []ResourceEntry{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if len(sc.Bytes()) == 0 {
-			continue
+	br := bufio.NewReaderSize(f, 64<<10)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return out, err
 		}
-		var e ResourceEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return out, &ParseError{Line: line, Err: err}
+		complete := err == nil
+		if b = bytes.TrimSpace(b); len(b) > 0 {
+			var e ResourceEntry
+			if jerr := json.Unmarshal(b, &e); jerr != nil {
+				if !complete {
+					return out, nil // the write the run was killed in, or the disk filled up in
+				}
+				return out, &ParseError{Line: line, Err: jerr}
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
+		if !complete {
+			return out, nil
+		}
 	}
-	return out, sc.Err()
 }

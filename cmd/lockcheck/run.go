@@ -151,8 +151,9 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 	case err != nil:
 		return err
 	case out.Interrupted:
+		// The verdict of an interrupted run is unknown unless a safety
+		// check failed, as lockcheck check of its directory says too.
 		fmt.Fprintln(cmd.ErrOrStderr(), "lockcheck: interrupted; the verdict covers the part of the run that was recorded")
-		return exitError{exitUnknown}
 	}
 	return verdictExit(v)
 }
@@ -217,6 +218,10 @@ func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, 
 	}
 	v, err := checkDir(out.Dir, opts, summary)
 	switch {
+	case out.RecordingFailed != nil && err != nil:
+		return out, v, fmt.Errorf("%v; the run stopped there, and its results could not be written either: %v", out.RecordingFailed, err)
+	case out.RecordingFailed != nil:
+		return out, v, fmt.Errorf("%v; the run stopped there, and what was recorded is checked in %s (verdict %s)", out.RecordingFailed, out.Dir, v)
 	case runErr != nil:
 		return out, v, fmt.Errorf("%v (what was recorded is checked in %s)", runErr, out.Dir)
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -24,8 +25,10 @@ type Server struct {
 	keys map[string]*cell
 	seq  int64
 	log  *json.Encoder
-	file *os.File
+	file io.WriteCloser
 	err  error
+	// failed is closed at the first write to the log that fails.
+	failed chan struct{}
 
 	ln  net.Listener
 	srv *http.Server
@@ -88,12 +91,18 @@ func Start(logPath string, fenced bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Serve(f, fenced)
+}
+
+// Serve serves the resource on a free loopback port, logging to log, which
+// it closes on Close. Tests pass a log that fails, as a full disk does.
+func Serve(log io.WriteCloser, fenced bool) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		f.Close()
+		log.Close()
 		return nil, fmt.Errorf("resource: %w", err)
 	}
-	s := &Server{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(f), file: f, ln: ln}
+	s := &Server{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(log), file: log, ln: ln, failed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /read", s.handleRead)
 	mux.HandleFunc("POST /write", s.handleWrite)
@@ -105,6 +114,20 @@ func Start(logPath string, fenced bool) (*Server, error) {
 
 // Addr is the host:port clients reach the resource at.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Failed is closed when a write to the log failed; Err says why.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Err is the first error writing the log, or nil.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// errNotLogged answers a write the log could not record: it was not
+// applied, since a write absent from the log never happened.
+var errNotLogged = errors.New("the resource could not log the write, so it did not apply it")
 
 // Close stops serving and closes the log. It returns the first log write
 // error, if any.
@@ -149,21 +172,21 @@ func (s *Server) NextFence(r FenceRequest) FenceReply {
 	return FenceReply{Fence: c.lastFence}
 }
 
-// Write applies or refuses a write and logs it.
-func (s *Server) Write(r WriteRequest) WriteReply {
+// Write logs a write as accepted or refused and then applies it. The log
+// comes first: once it cannot be written, no write is applied any more
+// (the client sees an error, an unknown outcome), so the log stays the
+// whole truth of what the resource holds.
+func (s *Server) Write(r WriteRequest) (WriteReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.err != nil {
+		return WriteReply{}, errNotLogged
+	}
 	c := s.cell(r.Key)
 	reply := WriteReply{Accepted: true, Prev: c.value}
 	if s.fenced {
 		reply.Reason = c.refusal(r.Fence)
 		reply.Accepted = reply.Reason == ""
-	}
-	if reply.Accepted {
-		c.value = r.Value
-		if r.Fence != nil && (c.highestWritten == nil || *r.Fence > *c.highestWritten) {
-			c.highestWritten = history.Int64(*r.Fence)
-		}
 	}
 	s.seq++
 	entry := history.ResourceEntry{
@@ -171,10 +194,18 @@ func (s *Server) Write(r WriteRequest) WriteReply {
 		Fence: r.Fence, Read: r.Read, Value: r.Value, Prev: reply.Prev,
 		Accepted: reply.Accepted, Reason: reply.Reason,
 	}
-	if err := s.log.Encode(entry); err != nil && s.err == nil {
+	if err := s.log.Encode(entry); err != nil {
 		s.err = err
+		close(s.failed)
+		return WriteReply{}, errNotLogged
 	}
-	return reply
+	if reply.Accepted {
+		c.value = r.Value
+		if r.Fence != nil && (c.highestWritten == nil || *r.Fence > *c.highestWritten) {
+			c.highestWritten = history.Int64(*r.Fence)
+		}
+	}
+	return reply, nil
 }
 
 func (c *cell) refusal(fence *int64) string {
@@ -204,7 +235,12 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, s.Write(req))
+	reply, err := s.Write(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, reply)
 }
 
 func (s *Server) handleNextFence(w http.ResponseWriter, r *http.Request) {
