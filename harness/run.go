@@ -106,7 +106,30 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
+	if err := checkTimings(cfg); err != nil {
+		return b, err
+	}
 	return b, preflightRuntime(cfg, b.Nodes(cfg.Programs, cfg.Run.Params))
+}
+
+// checkTimings refuses durations that would make a run test nothing: a
+// TTL, time limit, operation timeout or retry pause that is not positive
+// (every acquire refused, no operation allowed to finish), or a negative
+// pause or fault interval (the nemesis silently off). The command line
+// says the same per flag; this guards every other caller.
+func checkTimings(cfg Config) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"TTL", cfg.TTL}, {"time limit", cfg.Limit}, {"operation timeout", cfg.OpTimeout}, {"retry pause", cfg.Retry}} {
+		if d.v <= 0 {
+			return fmt.Errorf("the %s must be positive, not %s", d.name, d.v)
+		}
+	}
+	if cfg.Pause < 0 || (cfg.Script == nil && len(cfg.Run.Nemesis) > 0 && cfg.Interval <= 0) {
+		return fmt.Errorf("the pause (%s) and the time between faults (%s) must be positive", cfg.Pause, cfg.Interval)
+	}
+	return nil
 }
 
 // checkPrograms finds the server programs local processes run.

@@ -213,3 +213,57 @@ func requireRedisServer(t *testing.T) {
 		t.Fatalf("redis-server is not installed (run scripts/setup): %v", err)
 	}
 }
+
+// A run that tested nothing is unknown, never a pass: no acquire could
+// finish in time, or the nemesis asked for never struck.
+func TestRunsThatTestedNothingAreUnknown(t *testing.T) {
+	t.Parallel()
+	requireRedisServer(t)
+	for _, tt := range []struct {
+		name   string
+		args   []string
+		reason string
+	}{
+		{"no grant", []string{"--op-timeout", "1us", "--nemesis", "none"}, "No client was ever granted the lock"},
+		{"no fault", []string{"--nemesis", "pause-holder", "--nemesis-interval", "10m"}, "The nemesis was asked for pause-holder but injected no fault"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store := t.TempDir()
+			inv := lockcheck(append([]string{"run", "--out", store, "--seed", "1", "--time-limit", "3s"}, tt.args...)...)
+			assert.Equal(t, exitUnknown, inv.code, inv.stdout+inv.stderr)
+			res, err := results.ReadResults(filepath.Join(store, "latest"))
+			require.NoError(t, err)
+			assert.Equal(t, checker.Unknown, res.Valid)
+			assert.Contains(t, res.Reason, tt.reason)
+			assert.Contains(t, strings.Join(res.UnknownReasons, " "), tt.reason)
+		})
+	}
+}
+
+// Every duration and count flag is checked before anything starts: one
+// line naming the flag and what it accepts, exit 2, nothing recorded.
+func TestNegativeDurationsAreRefused(t *testing.T) {
+	store := t.TempDir()
+	var tests []badInput
+	for _, tt := range []struct{ flag, want string }{
+		{"--op-timeout=-1s", "--op-timeout=-1s: must be a positive duration"},
+		{"--pause=-1s", "--pause=-1s: must be at least 10ms (or 0 for twice the TTL)"},
+		{"--pause=1ms", "--pause=1ms: must be at least 10ms"},
+		{"--nemesis-interval=-1s", "--nemesis-interval=-1s: must be at least 100ms"},
+		{"--retry=-1s", "--retry=-1s: must be a positive duration"},
+		{"--linearizability-timeout=-1s", "--linearizability-timeout=-1s: must be a positive duration"},
+		{"--ttl=-500ms", "--ttl=-500ms: must be a positive duration"},
+		{"--time-limit=0s", "--time-limit=0s: must be a positive duration"},
+		{"--clients=-2", "--clients=-2: must be at least 1"},
+		{"--keys=0", "--keys=0: must be at least 1"},
+		{"--restart-delay=-1s", "--restart-delay=-1s: must not be negative"},
+		{"--down-after=-1s", "--down-after=-1s: must not be negative"},
+	} {
+		tests = append(tests,
+			badInput{"run " + tt.flag, []string{"run", "--out", store, tt.flag}, tt.want},
+			badInput{"compare " + tt.flag, []string{"compare", "--out", store, tt.flag}, tt.want})
+	}
+	tests = append(tests, badInput{"check --linearizability-timeout=-1s", []string{"check", "--linearizability-timeout=-1s", store}, "must be a positive duration"})
+	assertRefused(t, store, nil, tests)
+}
