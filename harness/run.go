@@ -203,7 +203,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
 	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
 	if err != nil {
-		return out, err
+		return out, interrupted(ctx, err, nodeNames(specs))
 	}
 	defer top.close()
 	nodes, eps := top.servers, top.endpoints()
@@ -214,6 +214,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return out, &StartInterrupted{What: "the " + cfg.Run.Backend + " topology"}
+		}
 		if err != nil {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}

@@ -267,3 +267,19 @@ func TestNegativeDurationsAreRefused(t *testing.T) {
 	tests = append(tests, badInput{"check --linearizability-timeout=-1s", []string{"check", "--linearizability-timeout=-1s", store}, "must be a positive duration"})
 	assertRefused(t, store, nil, tests)
 }
+
+// Ctrl-C while the servers start says so, in one line, and nothing else.
+func TestInterruptDuringStartUpIsOneLine(t *testing.T) {
+	requireRedisServer(t)
+	store := t.TempDir()
+	cmd, stdout, stderr := lockcheckProcess(t, "run", "--out", store, "--seed", "1", "--backend", "sentinel", "--nemesis", "none")
+	require.Eventually(t, func() bool {
+		entries, _ := filepath.Glob(filepath.Join(store, "*", "nodes", "*"))
+		return len(entries) > 0
+	}, 30*time.Second, time.Millisecond, "the run starts its nodes")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	assert.Equal(t, exitUnknown, exitCode(t, cmd))
+	assert.Regexp(t, `^lockcheck: interrupted while starting [^\n]+\n$`, stderr.String(), "stdout:\n%s", stdout)
+	assert.Eventually(t, func() bool { return len(processesUsing(store)) == 0 }, 20*time.Second, 100*time.Millisecond,
+		"no server outlives the run: %v", processesUsing(store))
+}

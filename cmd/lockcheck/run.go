@@ -206,8 +206,9 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, summary, progress io.Writer) (harness.Outcome, checker.Validity, error) {
 	out, runErr := harness.Run(ctx, cfg)
 	clearProgress(progress)
-	if out.Dir == "" {
-		return out, checker.Unknown, runErr
+	var startInterrupted *harness.StartInterrupted
+	if out.Dir == "" || errors.As(runErr, &startInterrupted) {
+		return out, checker.Unknown, runErr // nothing ran: nothing to check
 	}
 	// Whatever happened, check what was recorded: nothing is lost.
 	if _, err := os.Stat(filepath.Join(out.Dir, results.HistoryFile)); err != nil {
