@@ -70,6 +70,9 @@ type Progress struct {
 type Outcome struct {
 	Dir         string
 	Interrupted bool
+	// StepsNotRun are the indices of a script's steps that never ran
+	// because the run ended first.
+	StepsNotRun []int
 	// RecordingFailed is the first write of the history or the resource
 	// log that failed (a full disk); it stopped the run, which is then
 	// also Interrupted.
@@ -305,7 +308,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 	out.Interrupted = !f.waitLimit(ctx, start)
 	stopNemesis()
-	if nerr := <-nemDone; nerr != nil {
+	var notRun *nemesis.NotRun
+	if nerr := <-nemDone; errors.As(nerr, &notRun) {
+		out.StepsNotRun = notRun.Steps // the scenario reports them
+	} else if nerr != nil {
 		log.Warn("nemesis", "err", nerr)
 	}
 	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)

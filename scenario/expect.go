@@ -3,6 +3,7 @@ package scenario
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,6 +62,24 @@ func (f *File) Compare(res *checker.Result) Comparison {
 	return c
 }
 
+// stepsNotRun adds a mismatch for each timeline step that never ran (the
+// run ended before its time, or before its client reached its moment): a
+// timeline that did not happen as written reproduces nothing, whatever
+// the checks say.
+func (f *File) stepsNotRun(c *Comparison, steps []int) {
+	for _, i := range steps {
+		if i < 0 || i >= len(f.Timeline) {
+			continue
+		}
+		s := f.Timeline[i]
+		what := fmt.Sprintf("timeline step %d (%s %s%s", i+1, s.Do, s.Target, s.Fault)
+		if line, ok := f.lines[fmt.Sprintf("timeline[%d]", i)]; ok {
+			what += fmt.Sprintf(", line %d", line)
+		}
+		c.add(what+")", "runs", "never ran: the run ended first", false)
+	}
+}
+
 // checkHolds says whether a check held, and what it observed.
 func checkHolds(res *checker.Result, name string) (bool, string) {
 	k := res.Checks
@@ -106,6 +125,27 @@ func flatten(checks checker.Checks) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// countPathError says why path names no number of results.json's checks,
+// listing the numbers of its check, or the checks, to choose from.
+func countPathError(path string) error {
+	known := flatten(checker.Checks{})
+	if _, ok := known[path]; ok {
+		return nil
+	}
+	check, _, _ := strings.Cut(path, ".")
+	var choices []string
+	for p := range known {
+		if strings.HasPrefix(p, check+".") {
+			choices = append(choices, p)
+		}
+	}
+	if len(choices) == 0 {
+		return fmt.Errorf("%q names no check of results.json (choose one of: %s)", path, strings.Join(Checks, ", "))
+	}
+	slices.Sort(choices)
+	return fmt.Errorf("%q is no number of results.json (choose one of: %s)", path, strings.Join(choices, ", "))
 }
 
 // parseCondition reads ">= 1", "0", "< 3".

@@ -95,5 +95,7 @@ func Run(ctx context.Context, f *File, out string, programs catalog.Programs, ru
 	if err != nil {
 		return Outcome{Dir: run.Dir}, err
 	}
-	return Outcome{Dir: run.Dir, Result: res, History: h, Comparison: f.Compare(res)}, nil
+	c := f.Compare(res)
+	f.stepsNotRun(&c, run.StepsNotRun)
+	return Outcome{Dir: run.Dir, Result: res, History: h, Comparison: c}, nil
 }
