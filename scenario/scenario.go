@@ -209,7 +209,7 @@ var typeMismatch = regexp.MustCompile("cannot unmarshal (!!\\w+(?: `[^`]*`)?) in
 var yamlTypes = map[string]string{
 	"expected int,": "expected a whole number,", "expected bool,": "expected true or false,",
 	"expected string,": "expected a text,", "!!seq": "a list", "!!map": "a mapping",
-	"expected []string,": "expected a list such as [resource, fencing],",
+	"expected []string,":          "expected a list such as [resource, fencing],",
 	"expected map[string]string,": "expected a mapping,",
 }
 
