@@ -9,7 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	dockerclient "github.com/moby/moby/client"
+
 	"github.com/lockcheck/lockcheck/backends/redis"
+	"github.com/lockcheck/lockcheck/harness/container"
+	"github.com/lockcheck/lockcheck/harness/container/containertest"
 )
 
 // Ctrl-C while the lock service starts is reported as that, naming what
@@ -54,4 +58,33 @@ func TestInterruptDuringStartUp(t *testing.T) {
 			assert.Empty(t, childrenOf(os.Getpid()), "no server outlives an interrupted start")
 		})
 	}
+}
+
+// Under the docker runtime, Ctrl-C while the containers are created or
+// started is one error naming the nodes, and no container is left, not
+// even one whose creation the interruption cut off.
+func TestDockerInterruptDuringStartUp(t *testing.T) {
+	cfg := dockerConfig(t, "sentinel", nil, time.Minute)
+	cli := containertest.Engine(t)
+	owner, err := container.Owner()
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel once the engine holds a container of this run.
+		filter := dockerclient.Filters{}.Add("label", container.LabelOwner+"="+owner)
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			cs, err := cli.ContainerList(context.Background(), dockerclient.ContainerListOptions{All: true, Filters: filter})
+			if err == nil && len(cs.Items) > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err = Run(ctx, cfg)
+	var si *StartInterrupted
+	require.ErrorAs(t, err, &si)
+	assert.Regexp(t, `^interrupted while starting [a-z0-9, -]+$`, err.Error())
 }
