@@ -69,20 +69,25 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 	return r
 }
 
-// verdict is false when a safety check failed (lease safety, resource,
-// fencing, an illegal linearizability result, or a write that landed
-// during double ownership without a fence to stop it), unknown when
-// linearizability could not be decided or the run tested too little for a
-// pass (runUnknownReasons), and true otherwise.
+// verdict is false when a check failed (lease safety, resource, fencing,
+// an illegal linearizability result, or a write that landed during double
+// ownership without a fence to stop it: each check's Judge decides),
+// unknown when a check could not finish (linearizability) or the run
+// tested too little for a pass (runUnknownReasons), and true otherwise.
 func verdict(h *history.History, r *Result, fenced bool) Validity {
-	c := &r.Checks
+	failed, unknown := false, false
+	for _, c := range r.Checks.List() {
+		switch c.Check.Judge(JudgeContext{Fenced: fenced, T0: r.Span.Start}).Status {
+		case StatusFailed:
+			failed = true
+		case StatusUnknown:
+			unknown = true
+		}
+	}
 	switch {
-	case !c.LeaseSafety.Valid, !c.Resource.Valid, !c.Fencing.Valid,
-		c.Linearizability.Result == NotLinearizable,
-		!fenced && c.DoubleOwnership.UnsafeWrites > 0:
+	case failed:
 		return Invalid
-	case c.Linearizability.Result != Linearizable,
-		len(runUnknownReasons(h, r)) > 0:
+	case unknown, len(runUnknownReasons(h, r)) > 0:
 		return Unknown
 	}
 	return Valid

@@ -107,13 +107,13 @@ func writeJUnit(w io.Writer, h *history.History, res *checker.Result) error {
 		tc := junitCase{Name: st.Key, Classname: classname}
 		details := strings.Join(st.Details, "\n")
 		switch st.Outcome {
-		case fail:
+		case checker.StatusFailed:
 			tc.Failure = &junitProblem{Message: st.Message, Details: details}
 			suite.Failures++
-		case unknown:
+		case checker.StatusUnknown:
 			tc.Error = &junitProblem{Message: st.Message, Details: details}
 			suite.Errors++
-		case skipped:
+		case checker.StatusSkipped:
 			tc.Skipped = &junitProblem{Message: st.Message}
 			suite.Skipped++
 		default:

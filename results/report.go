@@ -137,7 +137,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	for _, st := range checkStatuses(cfg, res, t0) {
 		v.Checks = append(v.Checks, checkView{
 			Extra: extras[st.Key],
-			Key:   st.Key, Title: st.Title, Word: st.Outcome.word(), Class: st.Outcome.class(),
+			Key:   st.Key, Title: st.Title, Word: word(st.Outcome), Class: class(st.Outcome),
 			Message: st.Message,
 			Summary: st.Numbers,
 			Mark:    marks[st.Key],

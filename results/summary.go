@@ -23,7 +23,7 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 		fmt.Fprintln(w, note)
 	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
-		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, st.Outcome.word(), st.Numbers)
+		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, word(st.Outcome), st.Numbers)
 	}
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, ReportFile))
 }

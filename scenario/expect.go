@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // Mismatch is one expectation the observed result did not meet.
@@ -41,13 +42,15 @@ func (f *File) Compare(res *checker.Result) Comparison {
 		got := res.Valid.String()
 		c.add("verdict", f.Expect.Verdict, got, got == f.Expect.Verdict)
 	}
+	// A check fails when its status is failed and holds when it is ok; a
+	// notice, unknown or skipped check does neither.
 	for _, name := range f.Expect.Fail {
-		holds, desc := checkHolds(res, name)
-		c.add(name, "fails", desc, !holds)
+		j, _ := f.judge(res, name)
+		c.add(name, "fails", observed(j), j.Status == checker.StatusFailed)
 	}
 	for _, name := range f.Expect.Hold {
-		holds, desc := checkHolds(res, name)
-		c.add(name, "holds", desc, holds)
+		j, _ := f.judge(res, name)
+		c.add(name, "holds", observed(j), j.Status == checker.StatusOK)
 	}
 	values := flatten(res.Checks)
 	for path, cond := range f.Expect.Counts {
@@ -80,28 +83,24 @@ func (f *File) stepsNotRun(c *Comparison, steps []int) {
 	}
 }
 
-// checkHolds says whether a check held, and what it observed.
-func checkHolds(res *checker.Result, name string) (bool, string) {
-	k := res.Checks
-	switch name {
-	case "lease_safety":
-		return k.LeaseSafety.Valid, fmt.Sprintf("%d violations", k.LeaseSafety.Violations)
-	case "double_ownership":
-		return k.DoubleOwnership.Windows == 0, fmt.Sprintf("%d windows", k.DoubleOwnership.Windows)
-	case "resource":
-		r := k.Resource
-		return r.Valid, fmt.Sprintf("%d lost updates, %d stale writes accepted, %d refused", r.LostUpdates, r.StaleWritesAccepted, r.StaleWritesRefused)
-	case "fencing":
-		return k.Fencing.Valid, fmt.Sprintf("%d regressions, %d duplicates", k.Fencing.Regressions, k.Fencing.Duplicates)
-	case "linearizability":
-		return k.Linearizability.Result == "ok", k.Linearizability.Result
-	case "liveness":
-		if k.Liveness.StuckUntilEnd {
-			return false, fmt.Sprintf("stuck until the end (%.0f ms)", k.Liveness.LongestStallMs)
+// judge is how the check named name came out in res, as the check itself
+// decides (checker's Judge): the verdict, junit.xml and the report read
+// the same decision.
+func (f *File) judge(res *checker.Result, name string) (checker.Judgement, bool) {
+	for _, c := range res.Checks.List() {
+		if c.Key == name {
+			return c.Check.Judge(checker.JudgeContext{Fenced: f.Workload == workloads.Fenced, T0: res.Span.Start}), true
 		}
-		return true, fmt.Sprintf("longest stall %.0f ms", k.Liveness.LongestStallMs)
 	}
-	return false, "unknown check"
+	return checker.Judgement{}, false
+}
+
+// observed is a check's judgement as the comparison prints it.
+func observed(j checker.Judgement) string {
+	if j.Message == "" {
+		return string(j.Status)
+	}
+	return string(j.Status) + ": " + j.Message
 }
 
 // flatten maps "check.field" to every number in the checks' JSON.

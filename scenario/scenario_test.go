@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/harness"
 )
@@ -174,4 +175,32 @@ expect:
 	require.NoError(t, err)
 	require.Len(t, o.Comparison.Mismatches, 1, "%+v", o.Comparison.Lines)
 	assert.Equal(t, "timeline step 2 (pause c1, line 12)", o.Comparison.Mismatches[0].What)
+}
+
+// A scenario reads each check's own status: fails means failed, holds
+// means ok; a notice (a fenced overlap, a stuck lock) is neither.
+func TestCompareReadsTheChecksStatus(t *testing.T) {
+	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "workload: unfenced", "workload: fenced")))
+	require.NoError(t, err)
+	f.Expect = Expect{Fail: []string{"double_ownership"}, Hold: []string{"lease_safety", "liveness"}}
+	res := &checker.Result{Checks: checker.Checks{
+		LeaseSafety:     checker.LeaseSafety{Valid: true},
+		DoubleOwnership: checker.DoubleOwnership{Windows: 2, UnsafeWrites: 1},
+		Liveness:        checker.Liveness{StuckUntilEnd: true},
+	}}
+	c := f.Compare(res)
+	var missed []string
+	for _, m := range c.Mismatches {
+		missed = append(missed, m.What+": "+m.Observed)
+	}
+	assert.Equal(t, []string{
+		"double_ownership: notice: Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe.",
+		"liveness: notice: The lock was stuck until the end of the run.",
+	}, missed)
+}
+
+func TestLivenessNeverFails(t *testing.T) {
+	_, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "fail: [resource]", "fail: [liveness]")))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 16: fail: liveness never fails; expect a stuck lock with counts: {liveness.stuck_until_end: 1}")
 }
