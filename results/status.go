@@ -211,7 +211,6 @@ func capLines(n int, line func(int) string) []string {
 	return out
 }
 
-
 // relSec prints a CLOCK_MONOTONIC time as seconds since the span start.
 func relSec(ns, t0 int64) string {
 	return fmt.Sprintf("%.3f s", float64(ns-t0)/1e9)
