@@ -44,9 +44,16 @@ func (v *Validity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// String is the verdict as a word: true, false or unknown (no JSON quotes:
+// the summary prints it, the index filters on it, a scenario compares it).
 func (v Validity) String() string {
-	b, _ := v.MarshalJSON()
-	return string(b)
+	switch v {
+	case Valid:
+		return "true"
+	case Invalid:
+		return "false"
+	}
+	return "unknown"
 }
 
 // Result is everything the checker concludes about one history. Its JSON

@@ -66,3 +66,15 @@ func TestListNamesEveryCheckOnce(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &inJSON))
 	assert.ElementsMatch(t, slices.Collect(maps.Keys(inJSON)), keys)
 }
+
+func TestValidityIsAWord(t *testing.T) {
+	for v, word := range map[Validity]string{Valid: "true", Invalid: "false", Unknown: "unknown"} {
+		assert.Equal(t, word, v.String())
+		b, err := v.MarshalJSON()
+		require.NoError(t, err)
+		if v == Unknown {
+			word = `"unknown"` // results.json's contract
+		}
+		assert.Equal(t, word, string(b))
+	}
+}
