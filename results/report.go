@@ -109,7 +109,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		kv{"history events", strconv.Itoa(len(h.Events))},
 		kv{"span", fmt.Sprintf("%.3f s", float64(span.End-span.Start)/1e9)})
 	if h.Truncated {
-		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed); the complete prefix was checked"})
+		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})
 	}
 	tables := map[string]*tableView{
 		"lease_safety":     leaseTable(res.Checks.LeaseSafety.Evidence, t0),

@@ -16,7 +16,7 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	cfg := h.Header.Config
 	fmt.Fprintf(w, "%s, nemesis %s, seed %d: %d history events\n", runTitle(cfg), nemesisName(cfg), cfg.Seed, len(h.Events))
 	if h.Truncated {
-		fmt.Fprintln(w, "history cut off mid-line (the run was killed); the complete prefix was checked")
+		fmt.Fprintln(w, "history cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked")
 	}
 	fmt.Fprintf(w, "verdict: %s. %s\n", res.Valid, res.Reason)
 	if note := resultNote(res); note != "" {
