@@ -188,10 +188,18 @@ func yamlError(err error, lines map[string]int) string {
 	}
 	for i, m := range msgs {
 		m = strings.ReplaceAll(m, "\n ", "")
-		m = typeMismatch.ReplaceAllString(m, "expected $2, got $1")
-		for from, to := range yamlTypes {
-			m = strings.ReplaceAll(m, from, to)
-		}
+		m = typeMismatch.ReplaceAllStringFunc(m, func(x string) string {
+			g := typeMismatch.FindStringSubmatch(x)
+			got := yamlKinds[g[1]]
+			if g[2] != "" || got == "" {
+				got = strconv.Quote(g[2])
+			}
+			want, ok := goTypes[g[3]]
+			if !ok {
+				want = g[3]
+			}
+			return "expected " + want + ", got " + got
+		})
 		if g := yamlLine.FindStringSubmatch(m); g != nil {
 			if field := fieldAt(lines, g[1]); field != "" && !strings.Contains(m, "field "+field) {
 				m = g[0] + field + ": " + m[len(g[0]):]
@@ -202,16 +210,22 @@ func yamlError(err error, lines map[string]int) string {
 	return strings.Join(msgs, "; ")
 }
 
-// typeMismatch is yaml's "cannot unmarshal !!seq into int".
-var typeMismatch = regexp.MustCompile("cannot unmarshal (!!\\w+(?: `[^`]*`)?) into ([\\w.\\[\\]*]+)")
+// typeMismatch is yaml's "cannot unmarshal !!str `many` into int".
+var typeMismatch = regexp.MustCompile("cannot unmarshal (!!\\w+)(?: `([^`]*)`)? into ([\\w.\\[\\]*]+)")
 
-// yamlTypes say yaml's and Go's type names in words.
-var yamlTypes = map[string]string{
-	"expected int,": "expected a whole number,", "expected bool,": "expected true or false,",
-	"expected string,": "expected a text,", "!!seq": "a list", "!!map": "a mapping",
-	"expected []string,":          "expected a list such as [resource, fencing],",
-	"expected map[string]string,": "expected a mapping,",
-}
+// yamlKinds and goTypes say yaml's and Go's type names in words.
+var (
+	yamlKinds = map[string]string{"!!seq": "a list", "!!map": "a mapping"}
+	goTypes   = map[string]string{
+		"int": "a whole number", "bool": "true or false", "string": "a text",
+		"[]string":          "a list such as [resource, fencing]",
+		"map[string]string": "a mapping",
+		"[]scenario.Step":   "a list of steps, each with at, do and target",
+		"scenario.Step":     "a step with at, do and target",
+		"scenario.When":     "a mapping such as {client: c0, reaches: before-write}",
+		"scenario.Expect":   "a mapping with verdict, fail, hold and counts",
+	}
+)
 
 // fieldAt names the field whose key is on line, from lineIndex: the
 // outermost one, since a flow collection ("fail: [a, b]") puts its items
