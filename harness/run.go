@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -80,14 +79,8 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if _, err := workloads.ParseRange(cfg.Think); err != nil {
 		return b, fmt.Errorf("--think: %w", err)
 	}
-	if cfg.Script == nil { // a script names its actions, not faults
-		if _, err := nemesis.Parse(joinFaults(cfg.Run.Nemesis)); err != nil {
-			return b, err
-		}
-	}
-	if slices.Contains(cfg.Run.Nemesis, "pause-leader") && b.Control == nil {
-		// Only a service that elects a leader can name one to pause.
-		return b, fmt.Errorf("--nemesis pause-leader: backend %s has no leader to pause; use it with --backend etcd", cfg.Run.Backend)
+	if err := CheckFaults(cfg, b); err != nil {
+		return b, err
 	}
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
@@ -113,17 +106,6 @@ func programFlag(p catalog.Programs, path string) string {
 		}
 	}
 	return filepath.Base(path)
-}
-
-func joinFaults(f []string) string {
-	s := ""
-	for i, x := range f {
-		if i > 0 {
-			s += ","
-		}
-		s += x
-	}
-	return s
 }
 
 // Run runs one test. It always tears down what it started; the run
@@ -230,9 +212,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	nemCtx, stopNemesis := context.WithCancel(ctx)
 	nemDone := make(chan error, 1)
 	go func() {
+		// Checked by Preflight; an error here leaves the defaults.
+		settings, _ := nemesis.ParseSettings(cfg.Run.Params)
 		env := nemesis.Env{
 			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
-			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Params: cfg.Run.Params,
+			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
 		}
 		if cfg.Script != nil {
 			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)

@@ -82,9 +82,6 @@ func images(cfg Config) map[string]string {
 func preflightRuntime(cfg Config, specs []backends.NodeSpec) error {
 	switch runtimeOf(cfg) {
 	case RuntimeProcess:
-		if slices.Contains(cfg.Run.Nemesis, "partition") {
-			return fmt.Errorf("--nemesis partition: %w", nemesis.ErrNoPartition)
-		}
 		return checkPrograms(cfg, specs)
 	case RuntimeDocker:
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

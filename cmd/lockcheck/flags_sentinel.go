@@ -13,7 +13,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/sentinel"
 	"github.com/lockcheck/lockcheck/harness"
-	"github.com/lockcheck/lockcheck/nemesis"
 )
 
 // sentinelSwitchTime is how long a Sentinel failover takes with the default
@@ -35,11 +34,6 @@ func init() {
 				for _, name := range sentinelFlags {
 					if fl.Changed(name) {
 						return fmt.Errorf("--%s applies to --backend sentinel only", name)
-					}
-				}
-				for _, fault := range cfg.Run.Nemesis {
-					if slices.Contains(nemesis.FailoverFaults, fault) {
-						return fmt.Errorf("--nemesis %s needs a service that fails over by itself: add --backend sentinel", fault)
 					}
 				}
 				return nil
