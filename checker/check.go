@@ -60,8 +60,9 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		Linearizability: newLinearizabilityCheck(f, outcomes, opts.LinearizabilityTimeout).result(),
 		Liveness:        checkLiveness(f),
 	}
+	r.FaultLanding = faultLanding(f.nemesis, r.Faults, h.Header.Config)
 	fenced := h.Header.Config.Fenced()
-	r.Valid = verdict(&r.Checks, fenced)
+	r.Valid = verdict(&r.Checks, fenced, r.FaultLanding)
 	r.Reason = explain(r, fenced)
 	return r
 }
@@ -69,14 +70,17 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 // verdict is false when a safety check failed (lease safety, resource,
 // fencing, an illegal linearizability result, or a write that landed
 // during double ownership without a fence to stop it), unknown when
-// linearizability could not be decided, and true otherwise.
-func verdict(c *Checks, fenced bool) Validity {
+// linearizability could not be decided or no fault of a run with a nemesis
+// landed, and true otherwise.
+func verdict(c *Checks, fenced bool, landing FaultLanding) Validity {
 	switch {
 	case !c.LeaseSafety.Valid, !c.Resource.Valid, !c.Fencing.Valid,
 		c.Linearizability.Result == NotLinearizable,
 		!fenced && c.DoubleOwnership.UnsafeWrites > 0:
 		return Invalid
 	case c.Linearizability.Result != Linearizable:
+		return Unknown
+	case noFaultLanded(landing):
 		return Unknown
 	}
 	return Valid

@@ -42,7 +42,7 @@ func TestVerdict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good()
 			tt.change(&c)
-			assert.Equal(t, tt.verdict, verdict(&c, tt.fenced))
+			assert.Equal(t, tt.verdict, verdict(&c, tt.fenced, FaultLanding{}))
 		})
 	}
 }

@@ -11,7 +11,7 @@ import (
 // longer stopped), or the end of the history; a clock jump lasts until the
 // clock is reset; a partition lasts until it heals; a kill is a point, or
 // lasts until the target starts again.
-// Verbs that only observe (run-end, inspect, failpoint, role) are not
+// Verbs that only observe (run-end, inspect, failpoint, role, landing) are not
 // faults; a promotion (switch-master) and verbs this checker does not know
 // yet are points.
 func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
@@ -19,8 +19,9 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 	open := map[string]int{} // kind + target -> index in faults of an unhealed fault
 	for _, e := range nemesis {
 		var target, failpoint, detail string
+		var step int
 		if e.Value != nil {
-			target, failpoint, detail = e.Value.Target, e.Value.Failpoint, e.Value.Detail
+			target, failpoint, detail, step = e.Value.Target, e.Value.Failpoint, e.Value.Detail, e.Value.Step
 		}
 		heal := func(kind string) {
 			if i, ok := open[kind+" "+target]; ok {
@@ -29,14 +30,14 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 			}
 		}
 		switch e.F {
-		case history.NemRunEnd, history.NemInspect, history.NemFailpoint, history.NemRole:
+		case history.NemRunEnd, history.NemInspect, history.NemFailpoint, history.NemRole, history.NemLanding:
 			continue
 		}
 		if fault, ok := healedBy[e.F]; ok {
 			heal(fault)
 			continue
 		}
-		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index}
+		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index, Step: step}
 		switch e.F {
 		case history.NemPause, history.NemPartition:
 			f.End = spanEnd

@@ -19,6 +19,9 @@ func explain(r *Result, fenced bool) string {
 	case Invalid:
 		return sentence(x.anomalies())
 	case Unknown:
+		if noFaultLanded(r.FaultLanding) && r.Checks.Linearizability.Result == Linearizable {
+			return sentence([]string{noFaultLandedReason(r.FaultLanding)})
+		}
 		return sentence([]string{"No safety check failed, but linearizability is unknown: " + r.Checks.Linearizability.Detail})
 	}
 	return sentence([]string{x.noAnomaly()})

@@ -60,6 +60,8 @@ type Result struct {
 	Faults []Fault `json:"faults"`
 	// Span bounds the history on CLOCK_MONOTONIC (first and last event).
 	Span Interval `json:"span"`
+	// FaultLanding counts the nemesis steps and those whose fault landed.
+	FaultLanding FaultLanding `json:"fault_landing"`
 }
 
 // Checks holds one entry per check.
@@ -91,6 +93,14 @@ type Fault struct {
 	// Detail is what the fault did, where that matters to the story (the
 	// offset of a clock jump).
 	Detail string `json:"detail,omitempty"`
+	// Step is the nemesis step that injected it (0: not injected by a step,
+	// such as a promotion the service made).
+	Step int `json:"step,omitempty"`
+	// Landed says whether its step's fault met the precondition it exists
+	// to create, and Why says what happened (from the step's landing
+	// event).
+	Landed bool   `json:"landed"`
+	Why    string `json:"why,omitempty"`
 }
 
 // Grant is one successful acquire, with the span in which its lease was

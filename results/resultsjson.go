@@ -31,6 +31,8 @@ type Results struct {
 	HistoryEvents int               `json:"history_events"`
 	Faults        []checker.Fault   `json:"faults"`
 	Schema        int               `json:"schema"`
+	// FaultLanding counts the nemesis steps and those whose fault landed.
+	FaultLanding checker.FaultLanding `json:"fault_landing"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -49,6 +51,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		HistoryEvents: len(h.Events),
 		Faults:        res.Faults,
 		Schema:        Schema,
+		FaultLanding:  res.FaultLanding,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Nemesis == nil {
