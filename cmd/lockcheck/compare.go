@@ -73,8 +73,8 @@ By default every registered backend (` + strings.Join(catalog.Names(), ", ") + `
 correct variant, fenced and unfenced, without faults and under its signature
 faults:
 ` + signatureHelp() + `
-Combinations that make no sense (kill-client where the variant has no
-failpoint, pause-nodes on a single node, clock-skew without faked clocks, a
+Combinations that make no sense (a fault that needs what the backend does
+not offer: pause-nodes on a single node, clock-skew without faked clocks, a
 failover or leader fault where the service has none) are skipped, and the
 page says why.
 

@@ -52,7 +52,7 @@ func TestRuntimeRefusesBadInput(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
 		{"unknown runtime", []string{"--runtime", "podman"}, `--runtime "podman": choose process or docker`},
-		{"partition of processes", []string{"--nemesis", "partition"}, "partition needs --runtime docker"},
+		{"partition of processes", []string{"--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker); backend redis under --runtime process has none"},
 	})
 }
 

@@ -123,8 +123,8 @@ func TestRedlockBadInput(t *testing.T) {
 	store := t.TempDir()
 	tests := []badInput{
 		{"unknown fence source", []string{"--fence-source", "clock"}, `--fence-source "clock": choose lock, resource or none`},
-		{"clock fault on real clocks", []string{"--backend", "redis", "--nemesis", "clock-skew"}, "runs its nodes on the real clock"},
-		{"majority split of one node", []string{"--backend", "redis", "--nemesis", "restart-pause"}, "at least three nodes"},
+		{"clock fault on real clocks", []string{"--backend", "redis", "--nemesis", "clock-skew"}, "--nemesis clock-skew needs a node under a faked clock (libfaketime); backend redis under --runtime process has none (backends that have it: redlock, redsync)"},
+		{"majority split of one node", []string{"--backend", "redis", "--nemesis", "restart-pause"}, "--nemesis restart-pause needs at least three nodes"},
 		{"skew of a majority", []string{"--backend", "redlock", "--nemesis", "clock-skew", "--skew-nodes", "3"}, "--skew-nodes 3: at most 2 of the 5 nodes"},
 		{"zero skew", []string{"--backend", "redlock", "--nemesis", "clock-skew", "--skew", "0s"}, "--skew"},
 		{"unknown clock mode", []string{"--backend", "redlock", "--nemesis", "clock-skew", "--clock-mode", "drift"}, "--clock-mode \"drift\": choose jump or strobe"},
