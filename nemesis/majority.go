@@ -163,10 +163,12 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	}
 	defer leave()
 	// A was granted just before it reached the failpoint; its lease ends a
-	// TTL after it asked. A tenth of the TTL covers the time its acquire
-	// took (Redlock's node timeout is a tenth of it).
+	// TTL after it asked. A fifth of the TTL covers the time its acquire
+	// took (it waited out the stopped nodes' timeout, a tenth of the TTL)
+	// and the clock allowance, so that a second grant seen in time is one
+	// the checker finds inside A's lease.
 	granted := time.Now()
-	leaseEnd := granted.Add(env.TTL - env.TTL/10)
+	leaseEnd := granted.Add(env.TTL - env.TTL/5)
 	undo, err := forget(ctx, forgetful)
 	if err != nil {
 		return Landing{}, err
@@ -198,12 +200,11 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 
 // SmallestTTL is the shortest lease within which a second client can be
 // granted when the nodes it needs are back `needed` after the first grant:
-// the lease must outlast that by the tenth that Redlock's node timeout and
-// drift take off, and by the second client's own acquire. Rounded up to a
-// tenth of a second.
+// the lease must outlast that by the fifth splitMajority keeps in hand, and
+// by the second client's own acquire. Rounded up to a tenth of a second.
 func SmallestTTL(needed time.Duration) time.Duration {
 	const acquire = 100 * time.Millisecond
-	ttl := (needed + acquire) * 10 / 9
+	ttl := (needed + acquire) * 5 / 4
 	return (ttl + 99*time.Millisecond).Truncate(100 * time.Millisecond)
 }
 
