@@ -269,6 +269,7 @@ type fleet struct {
 	stopping bool
 	running  sync.WaitGroup
 	grants   atomic.Int64
+	refusals atomic.Int64 // acquires the service would not write at all
 	faults   atomic.Int64
 }
 
@@ -325,6 +326,9 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		}
 		if e.Type == history.OK && e.F == history.FAcquire {
 			f.grants.Add(1)
+		}
+		if e.Type == history.Fail && e.F == history.FAcquire && e.Value != nil && e.Value.Refused {
+			f.refusals.Add(1)
 		}
 		if _, err := f.hist.Append(*e); err != nil {
 			f.log.Error("recording history", "err", err)

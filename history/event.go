@@ -101,6 +101,7 @@ type Event struct {
 //     from), Fence (the fence the client holds), Req (the request id the
 //     resource logs).
 //   - write ok: Accepted, Prev (the resource's value before the write).
+//   - acquire fail: Refused when the service would not write at all.
 //   - nemesis events: Target, PID, DurationMs, Failpoint, Detail, Step; clock
 //     events also OffsetMs; landing events Fault, Landed and Detail.
 type Value struct {
@@ -131,6 +132,10 @@ type Value struct {
 	// Landed, on a landing event, says whether the step's fault met the
 	// precondition it exists to create; Detail says why or why not.
 	Landed *bool `json:"landed,omitempty"`
+	// Refused, on an acquire fail, says that the lock service would not
+	// write at all (NOREPLICAS, READONLY) rather than finding the lock
+	// busy.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Int64 returns a pointer to n, for the optional numeric fields of Value.

@@ -51,6 +51,21 @@ type FailoverService interface {
 	WaitReplicaOf(ctx context.Context, node, master string) error
 }
 
+// RefusalCounter is offered by Targets that count the acquires the service
+// refused to write at all (NOREPLICAS under min-replicas-to-write).
+type RefusalCounter interface {
+	Refusals() int64
+}
+
+// refusals is how many acquires the service refused so far, or -1 when the
+// targets cannot tell.
+func refusals(env *Env) int64 {
+	if rc, ok := env.Targets.(RefusalCounter); ok {
+		return rc.Refusals()
+	}
+	return -1
+}
+
 // ErrNoFailover means the backend has no automatic failover to exercise.
 var ErrNoFailover = errors.New("the lock service has no automatic failover (the failover faults need --backend sentinel)")
 
@@ -226,6 +241,7 @@ func FailoverLostLock(ctx context.Context, env *Env) (Landing, error) {
 	env.Record(NemCutReplicas, history.Value{Target: master.Name(), Detail: how})
 
 	// 3. A takes the lock on the master alone.
+	refusedBefore := refusals(env)
 	ai := env.Rand.IntN(len(clients))
 	a, leaveA := parkFirst(ctx, clients[ai:ai+1], workloads.FailpointBeforeWrite, leaves[ai:ai+1], grantWait)
 	if a != nil {
@@ -233,6 +249,8 @@ func FailoverLostLock(ctx context.Context, env *Env) (Landing, error) {
 		env.Record(history.NemFailpoint, history.Value{Target: a.Name(), Failpoint: workloads.FailpointBeforeWrite,
 			Detail: "granted the lock by " + master.Name() + " alone"})
 	}
+
+	refused := refusedBefore >= 0 && refusals(env) > refusedBefore
 
 	// 4. Fail over to a replica that never saw the grant.
 	if err := h.stop(master, history.Value{Detail: "until a replica is promoted"}); err != nil {
@@ -277,6 +295,8 @@ func FailoverLostLock(ctx context.Context, env *Env) (Landing, error) {
 	}
 	awaitRejoin(ctx, svc, master.Name(), promoted)
 	switch {
+	case a == nil && refused:
+		return landed("%s alone refused to write (min-replicas-to-write): nothing was granted to lose, and %s was promoted", master.Name(), promoted), nil
 	case a == nil:
 		return missed("no client was granted the lock by %s alone within %s (a master that refuses writes without its replicas grants nothing)", master.Name(), grantWait), nil
 	case b == nil:
