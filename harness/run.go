@@ -367,8 +367,7 @@ func (f *fleet) slot(i int) *worker {
 }
 
 func (f *fleet) recordNemesis(verb string, v history.Value) {
-	switch verb {
-	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition:
+	if history.VerbOf(verb).Role == history.Starts {
 		f.faults.Add(1)
 	}
 	if _, err := f.hist.Append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v}); err != nil {

@@ -19,10 +19,6 @@ func init() {
 		Help: "cut the replicas off, let one client take the lock on the master alone, stop the master and fail over: the promoted replica never saw the grant. Needs a TTL well above the 2-3 s switch, e.g. --ttl 10s"})
 }
 
-// NemCutReplicas is the nemesis verb of closing a master's replication
-// links; Target is the master.
-const NemCutReplicas = "cut-replicas"
-
 // FailoverService is what the failover faults need of a lock service with
 // automatic failover (Redis Sentinel); its Targets.Service handle offers it.
 // Nodes are named as the targets are.
@@ -238,7 +234,7 @@ func FailoverLostLock(ctx context.Context, env *Env) (Landing, error) {
 	if err != nil {
 		return Landing{}, err
 	}
-	env.Record(NemCutReplicas, history.Value{Target: master.Name(), Detail: how})
+	env.Record(history.NemCutReplicas, history.Value{Target: master.Name(), Detail: how})
 
 	// 3. A takes the lock on the master alone.
 	refusedBefore := refusals(env)
