@@ -3,8 +3,8 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 )
@@ -162,14 +162,7 @@ func Lookup(name string) (Fault, bool) {
 }
 
 // Names lists the faults, sorted.
-func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return slices.Sorted(maps.Keys(registry)) }
 
 // Help explains a fault for --help; "none" is no faults.
 func Help(name string) string {

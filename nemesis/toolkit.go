@@ -268,9 +268,6 @@ func ignoreDeadline(err error) error {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
