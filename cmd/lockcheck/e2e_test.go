@@ -63,6 +63,9 @@ func runFault(t *testing.T, args ...string) (invocation, *results.Results, strin
 		assert.Contains(t, res.Reason, "none of the", "the reason says no fault landed")
 	}
 	t.Logf("no fault landed on this machine: %s", res.FaultLanding.Missed)
+	if strings.Contains(res.FaultLanding.Missed, "came back") {
+		assert.Contains(t, res.Reason, "--ttl of at least", "a split that missed for a slow restart names the TTL that would do")
+	}
 	return inv, res, dir, false
 }
 

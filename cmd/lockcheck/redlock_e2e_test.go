@@ -43,8 +43,7 @@ func TestClockJumpOnABareMajorityBreaksTheLease(t *testing.T) {
 			t.Parallel()
 			inv, res, dir, landed := runFault(t, "--backend", backend, "--nemesis", "clock-pause", "--fence-source", "none", "--time-limit", "8s")
 			if !landed {
-				assert.Contains(t, res.Reason, "--ttl of at least", "a missed split names the TTL that would do")
-				return
+				return // runFault checked that the run said why
 			}
 			assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 			require.GreaterOrEqual(t, res.Checks.LeaseSafety.Violations, 1, inv.stdout)
