@@ -108,6 +108,12 @@ func programFlag(p catalog.Programs, path string) string {
 	return filepath.Base(path)
 }
 
+// readyWait bounds the wait for a topology to serve as a whole. It is
+// generous: a wait that ends as soon as the service is ready costs a fast
+// machine nothing, and a busy one (six containers of a Sentinel topology
+// starting beside other work) can take well over half a minute.
+const readyWait = 2 * time.Minute
+
 // Run runs one test. It always tears down what it started; the run
 // directory keeps whatever was recorded, even when Run returns an error or
 // ctx is cancelled (Ctrl-C).
@@ -149,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
 	}
 	if backend.Ready != nil {
-		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		readyCtx, cancel := context.WithTimeout(ctx, readyWait)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
 		if err != nil {
