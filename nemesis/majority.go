@@ -160,13 +160,19 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 		return missed("no client was granted the lock on the bare majority within %s", env.Patience), err
 	}
 	defer leave()
-	// A was granted just before it reached the failpoint; its lease ends a
-	// TTL after it asked. A fifth of the TTL covers the time its acquire
-	// took (it waited out the stopped nodes' timeout, a tenth of the TTL)
-	// and the clock allowance, so that a second grant seen in time is one
-	// the checker finds inside A's lease.
+	// A's lease ends a TTL after it asked, less the checker's clock
+	// allowance: a second grant before then is one the checker finds
+	// inside A's lease. A client that cannot say when it asked was granted
+	// just before it reached the failpoint; a fifth of the TTL covers its
+	// acquire (it waited out the stopped nodes' timeout, a tenth of the TTL).
 	granted := time.Now()
-	leaseEnd := granted.Add(env.TTL - env.TTL/5)
+	leaseEnd, ends := granted.Add(env.TTL-env.TTL/5), int64(0)
+	if gt, ok := a.(GrantTimes); ok {
+		if invoke, _ := gt.Grant(); invoke > 0 {
+			ends = invoke + int64(env.TTL) - leaseAllowance(env.TTL)
+			leaseEnd = time.Now().Add(time.Duration(ends - history.Now()))
+		}
+	}
 	undo, err := forget(ctx, forgetful)
 	if err != nil {
 		return Landing{}, err
@@ -175,6 +181,12 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	bringBack()
 	b, seen := waitOtherHolder(ctx, env, a, time.Until(leaseEnd))
 	leave()
+	if gt, ok := b.(GrantTimes); ok && ends > 0 {
+		if _, bOK := gt.Grant(); bOK >= ends {
+			return missed("%s was granted the lock %s after %s's lease had ended", b.Name(),
+				time.Duration(bOK-ends).Round(time.Millisecond), a.Name()), nil
+		}
+	}
 	if b != nil {
 		return landed("%s was granted the lock %s after %s, within %s's %s lease", b.Name(),
 			seen.Sub(granted).Round(time.Millisecond), a.Name(), a.Name(), env.TTL), nil
@@ -194,6 +206,19 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	}
 	return missed("the minority was back %s after the kill, with %s of %s's lease left, but no other client was granted the lock in that time",
 		up.Sub(killedAt).Round(time.Millisecond), leaseEnd.Sub(up).Round(time.Millisecond), a.Name()), nil
+}
+
+// GrantTimes is a client that says when its latest grant was asked for and
+// given, on the history's clock (history.Now), so that a fault judges a
+// lease as the checker will: from the acquire's invoke.
+type GrantTimes interface {
+	Grant() (invoke, ok int64)
+}
+
+// leaseAllowance is how much earlier than invoke + TTL the checker allows a
+// lease to have ended (checker.DefaultClockAllowance), in nanoseconds.
+func leaseAllowance(ttl time.Duration) int64 {
+	return int64(2*time.Millisecond) + ttl.Milliseconds()*1e3
 }
 
 // SmallestTTL is the shortest lease within which a second client can be

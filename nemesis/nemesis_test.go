@@ -268,3 +268,57 @@ func TestKillRestartReportsAFailedRestart(t *testing.T) {
 	assert.Equal(t, []string{history.NemKill, history.NemStart}, verbs)
 	assert.Contains(t, values[1].Detail, "restart failed")
 }
+
+// timedClient says when its grant was asked for and given, as the harness's
+// workers do.
+type timedClient struct {
+	*fakeClient
+	invoke, ok atomic.Int64
+}
+
+func (c *timedClient) Grant() (int64, int64) { return c.invoke.Load(), c.ok.Load() }
+
+// A lease is judged from the acquire's invoke, as the checker judges it: a
+// first client whose acquire took most of its TTL leaves no room, and a
+// second grant after its lease is a miss, not a landing.
+func TestMajoritySplitJudgesTheLeaseFromTheInvoke(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	nodes := newNodes(5, 150*time.Millisecond)
+	fa, fb := newClients(2)[0], newClients(2)[1]
+	a, b := &timedClient{fakeClient: fa}, &timedClient{fakeClient: fb}
+	var restarted atomic.Int32
+	for _, n := range nodes {
+		n.onRestart = func() {
+			if restarted.Add(1) == 2 {
+				b.invoke.Store(history.Now())
+				b.ok.Store(history.Now())
+			}
+		}
+	}
+	start := time.Now()
+	targets := &fakeTargets{clients: []Client{a, b}, holders: func() []Client {
+		switch {
+		case time.Since(start) < ttl/4:
+			return nil
+		case restarted.Load() >= 2:
+			return []Client{a, b}
+		}
+		if a.invoke.Load() == 0 {
+			// A asked for the lock long ago: its acquire took most of
+			// its TTL.
+			a.invoke.Store(history.Now() - int64(ttl*8/10))
+			a.ok.Store(history.Now())
+		}
+		return []Client{a}
+	}}
+	for _, n := range nodes {
+		targets.nodes = append(targets.nodes, n)
+	}
+	env := baseEnv(targets, &recorder{})
+	env.TTL, env.Patience, env.Pause = ttl, 2*time.Second, 10*time.Millisecond
+	env.Settings = Settings{Clock: ClockConfig{Skew: 20 * time.Second}, Wipe: true}
+	l, err := ClockPause(context.Background(), &env)
+	require.NoError(t, err)
+	assert.False(t, l.Landed, l.Why)
+	assert.Contains(t, l.Why, "c0's lease")
+}
