@@ -48,7 +48,7 @@ var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "fault
 // own while later actions go on; everything a script leaves faulted is
 // healed by the harness at the end of the run. Each action is a step that
 // ends with a landing event: it lands when it reached its target (a timed
-// pause: and the target stayed stopped for it).
+// pause: and the target stayed stopped for it, or until the run ended).
 func RunScript(ctx context.Context, actions []Action, start time.Time, base Env) error {
 	var pauses sync.WaitGroup
 	defer pauses.Wait()
@@ -130,7 +130,13 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 			sleepCtx(ctx, a.For)
 			held := time.Since(stopped)
 			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
-			recordLanding(ctx, env, a.Do, heldFor(t, held, a.For), nil)
+			l := heldFor(t, held, a.For)
+			if !l.Landed && ctx.Err() != nil {
+				// A script's pause is an exact timeline: stopped until the
+				// run ended is as stopped as the run allowed.
+				l = landed("%s was stopped %s, until the run ended (%s asked)", t.Name(), held.Round(time.Millisecond), a.For)
+			}
+			recordLanding(ctx, env, a.Do, l, nil)
 		}()
 		return Landing{Landed: true}, nil
 	case "resume":
