@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -199,10 +200,10 @@ func TestMajoritySplitAdaptsToTheRestartTime(t *testing.T) {
 			for _, n := range nodes {
 				n.onRestart = func() { restarted.Add(1) }
 			}
-			start := time.Now()
+			free := freeAtFirst(tt.ttl / 2)
 			targets := &fakeTargets{clients: []Client{a, b}, holders: func() []Client {
 				switch {
-				case time.Since(start) < tt.ttl/4:
+				case free():
 					return nil // the lock is free after the minority stopped
 				case tt.bComes && restarted.Load() >= 2:
 					return []Client{a, b}
@@ -295,10 +296,10 @@ func TestMajoritySplitJudgesTheLeaseFromTheInvoke(t *testing.T) {
 			}
 		}
 	}
-	start := time.Now()
+	free := freeAtFirst(ttl / 2)
 	targets := &fakeTargets{clients: []Client{a, b}, holders: func() []Client {
 		switch {
-		case time.Since(start) < ttl/4:
+		case free():
 			return nil
 		case restarted.Load() >= 2:
 			return []Client{a, b}
@@ -321,4 +322,16 @@ func TestMajoritySplitJudgesTheLeaseFromTheInvoke(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, l.Landed, l.Why)
 	assert.Contains(t, l.Why, "c0's lease")
+}
+
+// freeAtFirst says the lock is free for d after it is first asked (when the
+// fault has stopped the minority and looks for a fresh holder), whatever
+// the machine's speed.
+func freeAtFirst(d time.Duration) func() bool {
+	var once sync.Once
+	var first time.Time
+	return func() bool {
+		once.Do(func() { first = time.Now() })
+		return time.Since(first) < d
+	}
 }
