@@ -2,53 +2,6 @@
 // faults and checks the history it records.
 package main
 
-import (
-	"errors"
-	"fmt"
-	"io"
-	"os"
+import "github.com/lockcheck/lockcheck/internal/cli"
 
-	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/harness"
-)
-
-// Exit codes scripts can rely on.
-const (
-	exitValid   = 0 // the verdict is true
-	exitInvalid = 1 // the verdict is false
-	exitUnknown = 2 // the verdict is unknown, or lockcheck could not run
-)
-
-// exitError carries an exit code out of a command.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
-
-func main() {
-	// Workers and some backends' nodes are lockcheck itself;
-	// they are told apart by their environment so that they never parse the
-	// user's flags.
-	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
-		return
-	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// run executes one command line and returns its exit code. Every error is
-// one line on stderr.
-func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd()
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.Execute()
-	var ee exitError
-	switch {
-	case err == nil:
-		return exitValid
-	case errors.As(err, &ee):
-		return ee.code
-	}
-	fmt.Fprintf(stderr, "lockcheck: %v\n", err)
-	return exitUnknown
-}
+func main() { cli.Main() }
