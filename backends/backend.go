@@ -61,6 +61,13 @@ type Lock interface {
 	Close() error
 }
 
+// Cleaner is a Lock that can delete what runs left on a service lockcheck
+// did not start (--addr): the lock keys and whatever it keeps beside them
+// (a fence counter).
+type Cleaner interface {
+	Clean(ctx context.Context, keys []string) error
+}
+
 // Failpoint is called by a backend at named moments a fault may aim at, for
 // example between SETNX and EXPIRE. A nil Failpoint does nothing.
 type Failpoint func(name string)

@@ -44,7 +44,7 @@ func CheckFaults(cfg Config, b catalog.Backend) error {
 // derived from the backend's node specs, the type of its control handle and
 // the runtime.
 func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
-	specs := b.Nodes(cfg.Programs, cfg.Run.Params)
+	specs := nodeSpecs(cfg, b)
 	t := nemesis.Topology{Backend: cfg.Run.Backend, Runtime: runtimeOf(cfg), Nodes: len(specs)}
 	for _, s := range specs {
 		if s.FakeClock {
@@ -52,8 +52,10 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		}
 	}
 	// Both runtimes restart a node on its own ports (server is a
-	// nemesis.Restarter).
-	t.Offers = append(t.Offers, nemesis.CapRestart)
+	// nemesis.Restarter), if they started any.
+	if t.Nodes > 0 {
+		t.Offers = append(t.Offers, nemesis.CapNodes, nemesis.CapRestart)
+	}
 	if t.ClockNodes > 0 {
 		t.Offers = append(t.Offers, nemesis.CapClock)
 	}
@@ -67,7 +69,7 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		// Containers on the run's own network can be disconnected from it.
 		t.Offers = append(t.Offers, nemesis.CapPartition)
 	}
-	if b.Control != nil {
+	if b.Control != nil && t.Nodes > 0 {
 		// The handle's type says what it can do; it is built on endpoints
 		// that serve nothing yet, and only its type is looked at.
 		eps := make([]backends.Endpoint, len(specs))

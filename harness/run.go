@@ -35,11 +35,17 @@ type Config struct {
 	Out      string            // the store the run directory goes under
 	Programs catalog.Programs
 	// Extra carries backend-specific client settings.
-	Extra    map[string]string
-	TTL      time.Duration
-	Limit    time.Duration
-	Pause    time.Duration
-	Interval time.Duration // between nemesis steps
+	Extra map[string]string
+	// Addrs, if set, are the client addresses of a lock service that is
+	// already running: the run starts no nodes, and only faults that need
+	// none can run. KeyPrefix then starts every lock key, and the keys are
+	// deleted at the end where the backend can (a backends.Cleaner).
+	Addrs     []string
+	KeyPrefix string
+	TTL       time.Duration
+	Limit     time.Duration
+	Pause     time.Duration
+	Interval  time.Duration // between nemesis steps
 	// Script, if set, replaces the seeded fault schedule with an exact
 	// timeline (a scenario).
 	Script []nemesis.Action
@@ -106,7 +112,7 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if err := checkTimings(cfg); err != nil {
 		return b, err
 	}
-	return b, preflightRuntime(cfg, b, b.Nodes(cfg.Programs, cfg.Run.Params))
+	return b, preflightRuntime(cfg, b, nodeSpecs(cfg, b))
 }
 
 // checkTimings refuses durations that would make a run test nothing: a
@@ -183,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	defer res.Close()
 
-	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
+	specs := nodeSpecs(cfg, backend)
 	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
 	if err != nil {
 		return out, interrupted(ctx, err, nodeNames(specs))
@@ -193,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	for i, n := range nodes {
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
 	}
-	if backend.Ready != nil {
+	if backend.Ready != nil && len(cfg.Addrs) == 0 {
 		readyCtx, cancel := context.WithTimeout(ctx, readyWait)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
@@ -231,6 +237,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: backend.Addrs(eps),
 		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
+	if len(cfg.Addrs) > 0 {
+		spec.Addrs = cfg.Addrs
+	}
 	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
 	resWatchDone := make(chan struct{})
 	defer close(resWatchDone)
@@ -241,7 +250,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		case <-resWatchDone:
 		}
 	}()
-	if backend.Control != nil {
+	if backend.Control != nil && len(cfg.Addrs) == 0 {
 		f.control = backend.Control(eps)
 	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
@@ -258,7 +267,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	// last event (also when Run returns early).
 	defer func() { stopWatching(); <-watchDone }()
 	f.base = workerproc.Config{
-		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
+		Lock: spec, Stride: cfg.Run.Clients, Keys: lockKeys(cfg), Think: cfg.Think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(), FenceSource: cfg.Run.FenceSource,
 		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
 	}
@@ -298,6 +307,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)
 	f.inspect(spec)
+	if len(cfg.Addrs) > 0 {
+		f.clean(spec)
+	}
 	stopWatching()
 	<-watchDone
 	detail := ""

@@ -51,6 +51,9 @@ type Capability string
 
 // Capabilities a topology can offer.
 const (
+	// CapNodes: the run started the service's nodes and can signal them
+	// (not so for a service that was already running, --addr).
+	CapNodes Capability = "nodes"
 	// CapRestart: every node can be killed and started again on its ports
 	// (Restarter).
 	CapRestart Capability = "restart"
@@ -72,6 +75,7 @@ const (
 // capabilityText says what a capability is, for the refusal of a fault
 // that needs it.
 var capabilityText = map[Capability]string{
+	CapNodes:     "nodes lockcheck started (a service given with --addr has none it can stop)",
 	CapRestart:   "nodes that can be killed and started again",
 	CapClock:     "a node under a faked clock (libfaketime)",
 	CapAllClocks: "every node under a faked clock (libfaketime)",
@@ -126,6 +130,11 @@ func Validate(faults []string, params map[string]string, top Topology) error {
 		f, ok := registry[name]
 		if !ok {
 			return fmt.Errorf("unknown nemesis %q (choose none or a comma-separated list of: %s)", name, strings.Join(Names(), ", "))
+		}
+		if len(f.Needs) > 0 && !top.Offer(CapNodes) {
+			// Every capability is some node's: a service lockcheck did not
+			// start lacks them all, and that is the reason to give.
+			return &UnavailableError{Fault: name, Need: CapNodes, Top: top}
 		}
 		for _, need := range f.Needs {
 			if !top.Offer(need) {

@@ -13,7 +13,7 @@ func init() {
 		Help: "SIGSTOP the client that holds the lock, right after it checked its lease, for --pause"})
 	register(Fault{Name: "pause-client", Inject: PauseClient,
 		Help: "SIGSTOP a random client at a random moment for --pause"})
-	register(Fault{Name: "pause-node", Inject: PauseNode,
+	register(Fault{Name: "pause-node", Inject: PauseNode, Needs: []Capability{CapNodes},
 		Help: "SIGSTOP a lock service node for --pause"})
 	register(Fault{Name: "kill-client", Inject: KillClient,
 		Help: "SIGKILL a client inside its critical section (between SETNX and EXPIRE for setnx-expire); it restarts as a new process"})

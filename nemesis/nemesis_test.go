@@ -20,11 +20,11 @@ import (
 // run starts.
 func TestValidateRefusesWhatTheTopologyLacks(t *testing.T) {
 	redlock := Topology{Backend: "redlock", Runtime: "process", Nodes: 5, ClockNodes: 5,
-		Offers: []Capability{CapRestart, CapClock, CapAllClocks, CapMajority}}
-	etcd := Topology{Backend: "etcd", Runtime: "process", Nodes: 3, Offers: []Capability{CapRestart, CapMajority, CapLeader}}
-	redis := Topology{Backend: "redis", Runtime: "process", Nodes: 1, Offers: []Capability{CapRestart}}
+		Offers: []Capability{CapNodes, CapRestart, CapClock, CapAllClocks, CapMajority}}
+	etcd := Topology{Backend: "etcd", Runtime: "process", Nodes: 3, Offers: []Capability{CapNodes, CapRestart, CapMajority, CapLeader}}
+	redis := Topology{Backend: "redis", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart}}
 	docker := redis
-	docker.Runtime, docker.Offers = "docker", []Capability{CapRestart, CapPartition}
+	docker.Runtime, docker.Offers = "docker", []Capability{CapNodes, CapRestart, CapPartition}
 	tests := []struct {
 		name   string
 		faults []string

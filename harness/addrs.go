@@ -1,0 +1,56 @@
+package harness
+
+import (
+	"context"
+	"strings"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/workloads"
+)
+
+// nodeSpecs are the nodes a run starts: the backend's topology, or none
+// for a service that is already running (--addr).
+func nodeSpecs(cfg Config, b catalog.Backend) []backends.NodeSpec {
+	if len(cfg.Addrs) > 0 {
+		return nil
+	}
+	return b.Nodes(cfg.Programs, cfg.Run.Params)
+}
+
+// lockKeys are the keys the clients contend for, under the run's prefix.
+func lockKeys(cfg Config) []string {
+	keys := workloads.KeyNames(cfg.Run.Keys)
+	for i := range keys {
+		keys[i] = cfg.KeyPrefix + keys[i]
+	}
+	return keys
+}
+
+// clean deletes what the run left on a service it did not start, where the
+// backend's client can (a backends.Cleaner); otherwise it says what may be
+// left.
+func (f *fleet) clean(spec catalog.Spec) {
+	lock, err := catalog.Open(spec, nil)
+	if err != nil {
+		f.log.Warn("cleaning the run's keys", "err", err)
+		return
+	}
+	defer lock.Close()
+	c, ok := lock.(backends.Cleaner)
+	if !ok {
+		f.log.Warn("the backend cannot delete its keys: they expire with their TTL", "keys", strings.Join(f.base.Keys, ","))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.OpTimeout)
+	defer cancel()
+	if err := c.Clean(ctx, f.base.Keys); err != nil {
+		f.log.Warn("cleaning the run's keys", "err", err)
+	}
+}
+
+// Run params a run against a service that is already running records.
+const (
+	ParamAddr      = "addr"
+	ParamKeyPrefix = "key_prefix"
+)
