@@ -19,6 +19,12 @@
 // so a pause of the holder stops your code where it stands. Register must
 // therefore run on every start of the program (in main before Main, or in
 // an init function), never behind a flag.
+//
+// Your program links every built-in backend, whose servers lockcheck can
+// start for your lock (Backend.Topology). The etcd backend links the etcd
+// server, the largest of them; build with -tags lockcheck_noetcd to leave
+// it out when your lock does not need it (examples/redislock: 705 packages
+// and a 57 MB binary, 388 and 34 MB with the tag).
 package lockcheck
 
 import (

@@ -1,3 +1,9 @@
+// The etcd backend links the etcd server (its members are lockcheck
+// itself); a program that tests only other locks can leave it out with
+// -tags lockcheck_noetcd (see the package lockcheck's documentation).
+
+//go:build !lockcheck_noetcd
+
 package catalog
 
 import (
