@@ -10,15 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/harness"
 )
 
-// Scenarios run the harness, which starts workers and etcd members by
+// Scenarios run the harness, which starts workers and lockcheck-run nodes by
 // running its own executable: in tests that is the test binary, which
 // becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())

@@ -11,16 +11,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
 )
 
-// Runs start workers and etcd members by running their own executable: in
+// Runs start workers and the nodes that are lockcheck itself (etcd members,
+// ZooKeeper launchers) by running their own executable: in
 // tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())
