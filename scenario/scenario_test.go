@@ -64,7 +64,7 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"unknown moment", "reaches: before-write", "reaches: lunch", `line 10: when: unknown moment "lunch"`},
 		{"unknown action", "do: pause", "do: explode", `line 11: do: unknown action "explode"`},
 		{"bad duration", "for: 900ms", "for: soon", `line 13: "soon" is not a duration`},
-		{"unknown backend", "backend: redis", "backend: zookeeper", `line 2: backend: unknown backend "zookeeper"`},
+		{"unknown backend", "backend: redis", "backend: consul", `line 2: backend: unknown backend "consul"`},
 		{"unknown check", "fail: [resource]", "fail: [vibes]", `unknown check "vibes"`},
 	}
 	for _, tt := range tests {

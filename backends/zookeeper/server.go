@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lockcheck/lockcheck/backends"
 )
 
@@ -121,7 +123,8 @@ const (
 
 // jvmOptions keep three JVMs on a small, busy machine light and leave
 // nothing behind: no hsperfdata files in /tmp (a SIGKILL would leave them),
-// temporary files and crash reports in the node directory.
+// temporary files and crash reports in the node directory. The server logs
+// to stderr, which the launcher appends to LogFile.
 var jvmOptions = []string{
 	"-XX:-UsePerfData",
 	"-XX:+UseSerialGC",
@@ -129,7 +132,6 @@ var jvmOptions = []string{
 	"-Xms16m", "-Xmx256m",
 	"-XX:ErrorFile=hs_err_%p.log",
 	"-Djava.io.tmpdir=.",
-	"-Dorg.slf4j.simpleLogger.logFile=" + LogFile,
 	"-Dorg.slf4j.simpleLogger.showDateTime=true",
 	"-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd'T'HH:mm:ss.SSSZ",
 }
@@ -146,33 +148,57 @@ func ServerArgs(self backends.Endpoint, all []backends.Endpoint, java, classpath
 
 // RunServerFromEnv runs this process as a ZooKeeper server if ServerEnv is
 // set or it was started under the name zookeeper (as in lockcheck's
-// zookeeper image): it writes the configuration and becomes the JVM. It
-// does not return if it did; a launch that fails ends the process with
-// status 3.
+// zookeeper image): it writes the configuration and becomes the JVM, its
+// output appended to LogFile. It does not return if it did; a launch that
+// fails ends the process with status 3.
 func RunServerFromEnv() bool {
 	if os.Getenv(ServerEnv) == "" && filepath.Base(os.Args[0]) != "zookeeper" {
 		return false
 	}
-	err := launch(os.Args[1:], syscall.Exec)
+	err := runServer(os.Args[1:])
 	fmt.Fprintln(os.Stderr, "lockcheck zookeeper server:", err)
 	os.Exit(3)
 	return true
 }
 
-// launch writes zoo.cfg into the working directory and myid into the data
-// directory from args (see ServerArgs), then runs the JVM with exec, which
-// only returns on an error.
-func launch(args []string, exec func(path string, argv, env []string) error) error {
+// runServer configures the server and execs the JVM; it only returns on an
+// error.
+func runServer(args []string) error {
+	argv, err := configure(args)
+	if err != nil {
+		return err
+	}
+	java, err := lookJava(argv[0])
+	if err != nil {
+		return err
+	}
+	// Appended, so that a restarted server's log follows its first life's.
+	log, err := os.OpenFile(LogFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup2(int(log.Fd()), fd); err != nil {
+			return err
+		}
+	}
+	return syscall.Exec(java, argv, os.Environ())
+}
+
+// configure writes zoo.cfg into the working directory and myid into the
+// data directory from args (see ServerArgs) and returns the JVM's command
+// line.
+func configure(args []string) ([]string, error) {
 	sep := slices.Index(args, "--")
 	if sep < 0 || sep == len(args)-1 {
-		return errors.New("want zoo.cfg lines (key=value), then --, then the java command line")
+		return nil, errors.New("want zoo.cfg lines (key=value), then --, then the java command line")
 	}
 	var cfg strings.Builder
 	myid, dataDir := "", ""
 	for _, line := range args[:sep] {
 		key, value, ok := strings.Cut(line, "=")
 		if !ok || key == "" {
-			return fmt.Errorf("%q is not a zoo.cfg line key=value", line)
+			return nil, fmt.Errorf("%q is not a zoo.cfg line key=value", line)
 		}
 		switch key {
 		case "myid":
@@ -184,23 +210,19 @@ func launch(args []string, exec func(path string, argv, env []string) error) err
 		cfg.WriteString(line + "\n")
 	}
 	if myid == "" || dataDir == "" {
-		return errors.New("myid and dataDir are required")
+		return nil, errors.New("myid and dataDir are required")
 	}
 	// A restart that wiped the data directory needs the id back.
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dataDir, "myid"), []byte(myid+"\n"), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(ConfigFile, []byte(cfg.String()), 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	java, err := lookJava(args[sep+1])
-	if err != nil {
-		return err
-	}
-	return exec(java, args[sep+1:], os.Environ())
+	return args[sep+1:], nil
 }
 
 // lookJava finds the JVM, saying how to install it when it is missing.

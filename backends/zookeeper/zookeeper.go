@@ -356,11 +356,16 @@ func (l *Lock) Extend(ctx context.Context, _ string, g backends.Grant) (bool, er
 }
 
 // Release deletes the grant's node. It reports false when the node was
-// gone (the session expired) or its session was given up, which takes the
-// node with it.
+// gone (the session expired), or when the session was disconnected since
+// the grant: then it gives the session up instead, and the node goes with
+// it, at once if the servers still had the session.
 func (l *Lock) Release(ctx context.Context, _ string, g backends.Grant) (bool, error) {
 	s, ok := l.current(g)
 	if !ok {
+		return false, nil
+	}
+	if s.isLost() {
+		l.abandon()
 		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)

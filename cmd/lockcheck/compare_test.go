@@ -72,7 +72,7 @@ func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
 func TestCompareBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"compare", "--out", store}, []badInput{
-		{"unknown backend", []string{"--backends", "zookeeper"}, `--backends: unknown backend "zookeeper"`},
+		{"unknown backend", []string{"--backends", "consul"}, `--backends: unknown backend "consul"`},
 		{"unknown variant", []string{"--backends", "redis/nope"}, `no variant "nope"`},
 		{"unknown workload", []string{"--workloads", "fenced,maybe"}, `unknown workload "maybe"`},
 		{"unknown fault", []string{"--nemesis", "none,meteor"}, `--nemesis: unknown nemesis "meteor"`},

@@ -128,7 +128,7 @@ func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 		[]byte("{\"lockcheck_history\":1,\"start_time\":0,\"config\":{}}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\nnot json\n"), 0o644))
 	tests := []badInput{
 		{"unknown flag", []string{"run", "--bogus"}, "unknown flag: --bogus"},
-		{"unknown backend", []string{"run", "--out", store, "--backend", "zookeeper"}, `unknown backend "zookeeper"`},
+		{"unknown backend", []string{"run", "--out", store, "--backend", "consul"}, `unknown backend "consul"`},
 		{"unknown variant", []string{"run", "--out", store, "--variant", "nope"}, `no variant "nope"`},
 		{"unknown nemesis", []string{"run", "--out", store, "--nemesis", "meteor"}, `unknown nemesis "meteor"`},
 		{"unknown workload", []string{"run", "--out", store, "--workload", "maybe"}, `unknown workload "maybe"`},
