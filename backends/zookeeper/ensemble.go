@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -148,12 +150,15 @@ func statusAll(ctx context.Context, servers []backends.Endpoint) []serverStatus 
 }
 
 // WaitReady waits until every server serves, one as the leader and the
-// others as its followers.
+// others as its followers, and the ensemble has committed a write: Root,
+// which every lock lives under. Until then a fresh ensemble's first
+// writes take seconds, which would show as a stall at the start of every
+// run.
 func WaitReady(ctx context.Context, servers []backends.Endpoint) error {
 	for {
 		why := readiness(statusAll(ctx, servers))
 		if why == "" {
-			return nil
+			return createRoot(ctx, servers)
 		}
 		select {
 		case <-ctx.Done():
@@ -162,6 +167,32 @@ func WaitReady(ctx context.Context, servers []backends.Endpoint) error {
 		}
 	}
 }
+
+// createRoot creates Root, if it is not there, through a session of its
+// own.
+func createRoot(ctx context.Context, servers []backends.Endpoint) error {
+	conn, _, err := zk.Connect(backends.Addrs(servers), 10*time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for {
+		_, err = call(ctx, func() (string, error) { return conn.Create(Root, nil, 0, zk.WorldACL(zk.PermAll)) })
+		if err == nil || errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("creating %s: %w", Root, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// quiet drops the library's log.
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
 
 // readiness says what keeps the ensemble from being ready, or "".
 func readiness(answers []serverStatus) string {
