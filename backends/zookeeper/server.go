@@ -257,12 +257,22 @@ func Node(name, program, java, classpath string, tick time.Duration) backends.No
 
 // Image is the container image of the servers: this lockcheck, which
 // starts a server under the name zookeeper, with the JVM and the jars of
-// this machine's zookeeper package.
+// this machine's zookeeper package at their own paths, so that the same
+// --java and --zookeeper-classpath name them inside.
 var Image = &backends.Image{
 	Kind: "zookeeper", Tag: "lockcheck/zookeeper:local", Port: 2181,
-	Runs:       "ZooKeeper servers (zookeeper on PATH: lockcheck, which writes zoo.cfg and runs java)",
-	Contents:   "this lockcheck executable under the name zookeeper, and the JVM and jars of Debian's zookeeper package",
-	Self:       "lockcheck",
-	Links:      map[string]string{"zookeeper": "lockcheck"},
+	Runs:     "ZooKeeper servers (zookeeper on PATH: lockcheck, which writes zoo.cfg and runs java)",
+	Contents: "this lockcheck executable under the name zookeeper, and the JVM (" + jvmHome + ") and jars (/usr/share/java) of Debian's zookeeper package, with the libraries they load",
+	Self:     "lockcheck",
+	Trees: []backends.Tree{
+		{Path: jvmHome + "/bin", Package: "zookeeper"},
+		{Path: jvmHome + "/lib", Package: "zookeeper"},
+		{Path: jvmHome + "/conf", Package: "zookeeper"},
+		{Path: "/usr/share/java", Package: "zookeeper"},
+	},
+	Links:      map[string]string{"zookeeper": "lockcheck", "java": jvmHome + "/bin/java"},
 	Entrypoint: "zookeeper",
 }
+
+// jvmHome is Debian's default JVM, which the zookeeper package depends on.
+const jvmHome = "/usr/lib/jvm/default-java"
