@@ -106,18 +106,17 @@ func status(ctx context.Context, addr string) (Status, error) {
 	return parseSrvr(out)
 }
 
-// listening is a server's own readiness: its client port accepts
-// connections. A lone server of a new ensemble serves nothing before a
-// quorum started (it answers srvr only once it has loaded its data, a
-// second later on a busy machine, which each of the servers started one
-// after another would wait for); the topology's Ready waits for the leader.
-func listening(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
+// answers is a server's own readiness: it answers srvr, which it does once
+// it has loaded its data (a second after its port is bound, on a busy
+// machine), so that a restarted server counts as started when it has its
+// transactions back. A lone server of a new ensemble serves no requests
+// before a quorum started; the topology's Ready waits for the leader.
+func answers(ctx context.Context, addr string) error {
+	out, err := fourLetterWord(ctx, addr, "srvr")
+	if err == nil && out == "" {
+		return errors.New("srvr: empty answer")
 	}
-	return conn.Close()
+	return err
 }
 
 // version is what the server says it runs.

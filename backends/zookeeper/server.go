@@ -248,7 +248,7 @@ func Node(name, program, java, classpath string, tick time.Duration) backends.No
 		},
 		Env:       []string{ServerEnv + "=1"},
 		DataPaths: []string{DataDir},
-		Ready:     listening,
+		Ready:     answers,
 		Version:   version,
 		Image:     Image,
 		Command:   "zookeeper",
