@@ -44,9 +44,16 @@ func (v *Validity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// String is the verdict as a word: true, false or unknown (no JSON quotes:
+// the summary prints it, the index filters on it, a scenario compares it).
 func (v Validity) String() string {
-	b, _ := v.MarshalJSON()
-	return string(b)
+	switch v {
+	case Valid:
+		return "true"
+	case Invalid:
+		return "false"
+	}
+	return "unknown"
 }
 
 // Result is everything the checker concludes about one history. Its JSON
@@ -63,6 +70,19 @@ type Result struct {
 	// Truncated says which input was cut off mid-line; the complete prefix
 	// was checked.
 	Truncated Truncated `json:"truncated"`
+	// Interrupted is set when the run stopped before its time limit
+	// (Ctrl-C, SIGTERM, a recording that failed); InterruptedBy says why
+	// when the harness knew more than "interrupted".
+	Interrupted   bool   `json:"interrupted"`
+	InterruptedBy string `json:"interrupted_by,omitempty"`
+	// Incomplete is set when a recorded history has no run-end event: the
+	// run was killed or could not record its end.
+	Incomplete bool `json:"incomplete"`
+	// UnknownReasons are why the run tested too little for a pass, one
+	// sentence each; any of them makes a verdict that is not false unknown.
+	UnknownReasons []string `json:"unknown_reasons,omitempty"`
+	// FaultLanding counts the nemesis steps and those whose fault landed.
+	FaultLanding FaultLanding `json:"fault_landing"`
 }
 
 // Truncated says, per input file, whether its last line was cut off
@@ -117,6 +137,14 @@ type Fault struct {
 	// Detail is what the fault did, where that matters to the story (the
 	// offset of a clock jump).
 	Detail string `json:"detail,omitempty"`
+	// Step is the nemesis step that injected it (0: not injected by a step,
+	// such as a promotion the service made).
+	Step int `json:"step,omitempty"`
+	// Landed says whether its step's fault met the precondition it exists
+	// to create, and Why says what happened (from the step's landing
+	// event).
+	Landed bool   `json:"landed"`
+	Why    string `json:"why,omitempty"`
 }
 
 // Grant is one successful acquire, with the span in which its lease was

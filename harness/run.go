@@ -10,11 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,6 +53,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// OnProgress, if set, is called about once a second.
 	OnProgress func(Progress)
+
+	// createLog creates the history and the resource log; nil creates the
+	// file. Tests give a writer that fails as a full disk does.
+	createLog func(path string) (io.WriteCloser, error)
 }
 
 // Progress is a live view of a run.
@@ -66,6 +70,18 @@ type Progress struct {
 type Outcome struct {
 	Dir         string
 	Interrupted bool
+	// StepsNotRun are the indices of a script's steps that never ran
+	// because the run ended first.
+	StepsNotRun []int
+	// RecordingFailed is the first write of the history or the resource
+	// log that failed (a full disk); it stopped the run, which is then
+	// also Interrupted.
+	RecordingFailed error
+}
+
+// createFile creates a log of the run directory; it must not exist yet.
+func createFile(path string) (io.WriteCloser, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 }
 
 // Preflight checks what can be checked before anything starts: the backend,
@@ -81,19 +97,36 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if _, err := workloads.ParseRange(cfg.Think); err != nil {
 		return b, fmt.Errorf("--think: %w", err)
 	}
-	if cfg.Script == nil { // a script names its actions, not faults
-		if _, err := nemesis.Parse(joinFaults(cfg.Run.Nemesis)); err != nil {
-			return b, err
-		}
-	}
-	if slices.Contains(cfg.Run.Nemesis, "pause-leader") && b.Control == nil {
-		// Only a service that elects a leader can name one to pause.
-		return b, fmt.Errorf("--nemesis pause-leader: backend %s has no leader to pause; use it with --backend etcd", cfg.Run.Backend)
+	if err := CheckFaults(cfg, b); err != nil {
+		return b, err
 	}
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
+	if err := checkTimings(cfg); err != nil {
+		return b, err
+	}
 	return b, preflightRuntime(cfg, b, b.Nodes(cfg.Programs, cfg.Run.Params))
+}
+
+// checkTimings refuses durations that would make a run test nothing: a
+// TTL, time limit, operation timeout or retry pause that is not positive
+// (every acquire refused, no operation allowed to finish), or a negative
+// pause or fault interval (the nemesis silently off). The command line
+// says the same per flag; this guards every other caller.
+func checkTimings(cfg Config) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"TTL", cfg.TTL}, {"time limit", cfg.Limit}, {"operation timeout", cfg.OpTimeout}, {"retry pause", cfg.Retry}} {
+		if d.v <= 0 {
+			return fmt.Errorf("the %s must be positive, not %s", d.name, d.v)
+		}
+	}
+	if cfg.Pause < 0 || (cfg.Script == nil && len(cfg.Run.Nemesis) > 0 && cfg.Interval <= 0) {
+		return fmt.Errorf("the pause (%s) and the time between faults (%s) must be positive", cfg.Pause, cfg.Interval)
+	}
+	return nil
 }
 
 // checkPrograms finds the server programs a backend's local processes run.
@@ -107,16 +140,11 @@ func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
 	return nil
 }
 
-func joinFaults(f []string) string {
-	s := ""
-	for i, x := range f {
-		if i > 0 {
-			s += ","
-		}
-		s += x
-	}
-	return s
-}
+// readyWait bounds the wait for a topology to serve as a whole. It is
+// generous: a wait that ends as soon as the service is ready costs a fast
+// machine nothing, and a busy one (six containers of a Sentinel topology
+// starting beside other work) can take well over half a minute.
+const readyWait = 2 * time.Minute
 
 // Run runs one test. It always tears down what it started; the run
 // directory keeps whatever was recorded, even when Run returns an error or
@@ -142,7 +170,14 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	p := newProcs()
 	defer p.killAll(5 * time.Second) // also on panic: no child outlives the run
 
-	res, err := resource.Start(filepath.Join(out.Dir, results.ResourceFile), cfg.Run.Fenced())
+	if cfg.createLog == nil {
+		cfg.createLog = createFile
+	}
+	resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
+	if err != nil {
+		return out, err
+	}
+	res, err := resource.Serve(resLog, cfg.Run.Fenced())
 	if err != nil {
 		return out, err
 	}
@@ -151,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
 	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
 	if err != nil {
-		return out, err
+		return out, interrupted(ctx, err, nodeNames(specs))
 	}
 	defer top.close()
 	nodes, eps := top.servers, top.endpoints()
@@ -159,9 +194,12 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
 	}
 	if backend.Ready != nil {
-		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		readyCtx, cancel := context.WithTimeout(ctx, readyWait)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return out, &StartInterrupted{What: "the " + cfg.Run.Backend + " topology"}
+		}
 		if err != nil {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
@@ -176,11 +214,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		}
 	}
 
-	h, err := history.Create(filepath.Join(out.Dir, results.HistoryFile), history.Header{
+	histLog, err := cfg.createLog(filepath.Join(out.Dir, results.HistoryFile))
+	if err != nil {
+		return out, err
+	}
+	h, err := history.NewWriter(histLog, history.Header{
 		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: cfg.Run,
 	})
 	if err != nil {
-		return out, err
+		histLog.Close()
+		return out, fmt.Errorf("recording %s failed: %w", results.HistoryFile, err)
 	}
 	defer h.Close()
 
@@ -188,7 +231,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: backend.Addrs(eps),
 		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
-	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir}
+	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
+	resWatchDone := make(chan struct{})
+	defer close(resWatchDone)
+	go func() {
+		select {
+		case <-res.Failed():
+			f.recordingFailed(results.ResourceFile, res.Err())
+		case <-resWatchDone:
+		}
+	}()
 	if backend.Control != nil {
 		f.control = backend.Control(eps)
 	}
@@ -222,9 +274,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	nemCtx, stopNemesis := context.WithCancel(ctx)
 	nemDone := make(chan error, 1)
 	go func() {
+		// Checked by Preflight; an error here leaves the defaults.
+		settings, _ := nemesis.ParseSettings(cfg.Run.Params)
 		env := nemesis.Env{
 			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
-			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Params: cfg.Run.Params,
+			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
 		}
 		if cfg.Script != nil {
 			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
@@ -236,7 +290,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 	out.Interrupted = !f.waitLimit(ctx, start)
 	stopNemesis()
-	if nerr := <-nemDone; nerr != nil {
+	var notRun *nemesis.NotRun
+	if nerr := <-nemDone; errors.As(nerr, &notRun) {
+		out.StepsNotRun = notRun.Steps // the scenario reports them
+	} else if nerr != nil {
 		log.Warn("nemesis", "err", nerr)
 	}
 	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)
@@ -245,10 +302,17 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	<-watchDone
 	detail := ""
 	if out.Interrupted {
-		detail = "interrupted"
+		detail = history.RunEndInterrupted
+	}
+	if out.RecordingFailed = f.recordingError(); out.RecordingFailed != nil {
+		out.Interrupted = true
+		detail = history.RunEndInterrupted + ": " + out.RecordingFailed.Error()
 	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
-	return out, h.Close()
+	if err := h.Close(); err != nil && out.RecordingFailed == nil {
+		return out, err
+	}
+	return out, nil
 }
 
 // serviceWatcher is a backend's control handle that reports what the
@@ -277,7 +341,40 @@ type fleet struct {
 	stopping bool
 	running  sync.WaitGroup
 	grants   atomic.Int64
+	refusals atomic.Int64 // acquires the service would not write at all
 	faults   atomic.Int64
+
+	// recordingStopped is closed at the first failed write of the history
+	// or the resource log: the run stops as at its time limit.
+	recordingStopped chan struct{}
+	recordErr        error
+}
+
+// append records a client's event; a write that fails stops the run.
+func (f *fleet) append(e history.Event) {
+	if _, err := f.hist.Append(e); err != nil {
+		f.recordingFailed(results.HistoryFile, err)
+	}
+}
+
+// recordingFailed stops the run at the first failed write of file. Every
+// later write fails too (the history writer and the resource refuse all
+// once one failed), and only the first is reported: by the caller of Run,
+// in one line.
+func (f *fleet) recordingFailed(file string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.recordErr != nil {
+		return
+	}
+	f.recordErr = fmt.Errorf("recording %s failed: %w", file, err)
+	close(f.recordingStopped)
+}
+
+func (f *fleet) recordingError() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recordErr
 }
 
 func (f *fleet) spawn(slot int, process history.Process) error {
@@ -334,9 +431,10 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		if e.Type == history.OK && e.F == history.FAcquire {
 			f.grants.Add(1)
 		}
-		if _, err := f.hist.Append(*e); err != nil {
-			f.log.Error("recording history", "err", err)
+		if e.Type == history.Fail && e.F == history.FAcquire && e.Value != nil && e.Value.Refused {
+			f.refusals.Add(1)
 		}
+		f.append(*e)
 	})
 	werr := f.procs.wait(w.cmd)
 	reason := "worker process exited"
@@ -347,7 +445,7 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		reason += " (" + rerr.Error() + ")"
 	}
 	if e := w.died(reason); e != nil {
-		f.hist.Append(*e) //nolint:errcheck // logged by the writer's later calls
+		f.append(*e)
 	}
 	f.mu.Lock()
 	stopping := f.stopping
@@ -371,17 +469,14 @@ func (f *fleet) slot(i int) *worker {
 }
 
 func (f *fleet) recordNemesis(verb string, v history.Value) {
-	switch verb {
-	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition:
+	if history.VerbOf(verb).Role == history.Starts {
 		f.faults.Add(1)
 	}
-	if _, err := f.hist.Append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v}); err != nil {
-		f.log.Error("recording history", "err", err)
-	}
+	f.append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})
 }
 
 // waitLimit waits out the time limit, reporting progress. It returns false
-// when ctx ended the run first.
+// when ctx, or a failed recording, ended the run first.
 func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
 	limit := time.NewTimer(f.cfg.Limit)
 	defer limit.Stop()
@@ -390,6 +485,8 @@ func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
+			return false
+		case <-f.recordingStopped:
 			return false
 		case <-limit.C:
 			return true

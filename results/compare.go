@@ -81,6 +81,9 @@ type CellCounts struct {
 	GrantsPerSec        float64 `json:"grants_per_sec"`
 	LongestStallMs      float64 `json:"longest_stall_ms"`
 	StuckUntilEnd       bool    `json:"stuck_until_end"`
+	// FaultsInjected and FaultsLanded are results.json's fault_landing.
+	FaultsInjected int `json:"faults_injected"`
+	FaultsLanded   int `json:"faults_landed"`
 }
 
 // Ran fills a cell from the results its run wrote.
@@ -88,13 +91,17 @@ func (c *Cell) Ran(r *Results) {
 	ch := &r.Checks
 	v := r.Valid
 	c.Status, c.Valid, c.Reason = CellRan, &v, r.Reason
+	if note := runNote(r.Interrupted, r.Incomplete, r.InterruptedBy); note != "" {
+		c.Reason = note + " " + c.Reason
+	}
 	c.Counts = &CellCounts{
 		LeaseViolations: ch.LeaseSafety.Violations, Windows: ch.DoubleOwnership.Windows,
 		UnsafeWrites: ch.DoubleOwnership.UnsafeWrites, LostUpdates: ch.Resource.LostUpdates,
 		StaleWritesAccepted: ch.Resource.StaleWritesAccepted, StaleWritesRefused: ch.Resource.StaleWritesRefused,
 		FenceAnomalies: ch.Fencing.Regressions + ch.Fencing.Duplicates, Linearizability: ch.Linearizability.Result,
 		Grants: ch.Liveness.Grants, GrantsPerSec: ch.Liveness.GrantsPerSec, LongestStallMs: ch.Liveness.LongestStallMs,
-		StuckUntilEnd: ch.Liveness.StuckUntilEnd,
+		StuckUntilEnd:  ch.Liveness.StuckUntilEnd,
+		FaultsInjected: r.FaultLanding.Injected, FaultsLanded: r.FaultLanding.Landed,
 	}
 }
 

@@ -32,6 +32,8 @@ type reportView struct {
 	Verdict      string
 	VerdictClass string
 	Reason       string
+	// RunNote says the run was interrupted or is incomplete.
+	RunNote string
 	// Scenario is the incident a scripted run reproduces, if it is one.
 	Scenario  *history.ScenarioInfo
 	Header    []kv
@@ -40,10 +42,12 @@ type reportView struct {
 	Config    []kv
 	Checks    []checkView
 	Faults    tableView
-	Timeline  *timeline
-	Charts    *charts
-	CSP       string
-	Script    template.JS
+	// Landing says how many faults landed, for a run with a nemesis.
+	Landing  string
+	Timeline *timeline
+	Charts   *charts
+	CSP      string
+	Script   template.JS
 }
 
 type kv struct{ Key, Value string }
@@ -89,9 +93,11 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		Verdict:      res.Valid.String(),
 		VerdictClass: verdictClass(res.Valid),
 		Reason:       res.Reason,
+		RunNote:      resultNote(res),
 		Scenario:     h.Header.Config.Scenario,
 		Config:       fieldRows(cfg, t0),
 		Faults:       faultTable(res.Faults, t0),
+		Landing:      LandingLine(res.FaultLanding),
 		Timeline:     newTimeline(h, res, span),
 		Charts:       newCharts(h, res, span),
 		Reproduce:    shellJoin(cfg.CommandLine),
@@ -106,7 +112,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		kv{"history events", strconv.Itoa(len(h.Events))},
 		kv{"span", fmt.Sprintf("%.3f s", float64(span.End-span.Start)/1e9)})
 	if h.Truncated {
-		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed); the complete prefix was checked"})
+		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})
 	}
 	if res.Truncated.Resource {
 		v.Header = append(v.Header, kv{"resource log", "cut off mid-line (the run was killed); the complete prefix was checked"})
@@ -137,7 +143,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	for _, st := range checkStatuses(cfg, res, t0) {
 		v.Checks = append(v.Checks, checkView{
 			Extra: extras[st.Key],
-			Key:   st.Key, Title: st.Title, Word: st.Outcome.word(), Class: st.Outcome.class(),
+			Key:   st.Key, Title: st.Title, Word: word(st.Outcome), Class: class(st.Outcome),
 			Message: st.Message,
 			Summary: st.Numbers,
 			Mark:    marks[st.Key],
@@ -278,13 +284,17 @@ func fenceTable(as []checker.FenceAnomaly, t0 int64) *tableView {
 }
 
 func faultTable(fs []checker.Fault, t0 int64) tableView {
-	t := rows("fault", len(fs), []string{"kind", "target", "start", "end", "failpoint"}, func(i int) []string {
+	t := rows("fault", len(fs), []string{"kind", "target", "start", "end", "failpoint", "landed", "why"}, func(i int) []string {
 		f := fs[i]
 		end := "-"
 		if f.End > f.Start {
 			end = relSec(f.End, t0)
 		}
-		return []string{f.Kind, f.Target, relSec(f.Start, t0), end, f.Failpoint}
+		landed := "no"
+		if f.Landed {
+			landed = "yes"
+		}
+		return []string{f.Kind, f.Target, relSec(f.Start, t0), end, f.Failpoint, landed, f.Why}
 	})
 	if t == nil {
 		return tableView{}

@@ -16,14 +16,34 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	cfg := h.Header.Config
 	fmt.Fprintf(w, "%s, nemesis %s, seed %d: %d history events\n", runTitle(cfg), nemesisName(cfg), cfg.Seed, len(h.Events))
 	if h.Truncated {
-		fmt.Fprintln(w, "history cut off mid-line (the run was killed); the complete prefix was checked")
+		fmt.Fprintln(w, "history cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked")
 	}
 	if res.Truncated.Resource {
 		fmt.Fprintln(w, "resource log cut off mid-line (the run was killed); the complete prefix was checked")
 	}
 	fmt.Fprintf(w, "verdict: %s. %s\n", res.Valid, res.Reason)
+	if note := resultNote(res); note != "" {
+		fmt.Fprintln(w, note)
+	}
+	if line := LandingLine(res.FaultLanding); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
-		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, st.Outcome.word(), st.Numbers)
+		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, word(st.Outcome), st.Numbers)
 	}
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, ReportFile))
+}
+
+// LandingLine says how many of a run's faults landed, and the first miss,
+// or "" for a run with no nemesis (or a history that does not record
+// landings).
+func LandingLine(l checker.FaultLanding) string {
+	if !l.Judged() {
+		return ""
+	}
+	line := fmt.Sprintf("faults landed: %d of %d injected", l.Landed, l.Injected)
+	if l.Missed != "" {
+		line += "; first miss: " + l.Missed
+	}
+	return line
 }
