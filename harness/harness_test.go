@@ -242,3 +242,35 @@ func TestSigstopWaitsUntilEveryThreadStopped(t *testing.T) {
 		require.NoError(t, n.Signal(syscall.SIGCONT))
 	}
 }
+
+// startService starts backend's topology as a run does and waits up to
+// ready for the backend to say it serves. Every node is killed, and shown
+// to be gone, when the test ends.
+func startService(t *testing.T, backend string, ready time.Duration) ([]*node, []backends.Endpoint, any, time.Duration) {
+	t.Helper()
+	b, _, err := catalog.Lookup(backend, "")
+	require.NoError(t, err)
+	p := newProcs()
+	dir := t.TempDir() // made first, so that its removal runs after the kill
+	begin := time.Now()
+	nodes, err := startTopology(context.Background(), p, b.Nodes(nil, nil), dir)
+	require.NoError(t, err)
+	eps := make([]backends.Endpoint, len(nodes))
+	for i, n := range nodes {
+		eps[i] = n.ep
+	}
+	t.Cleanup(func() {
+		var pids []int
+		for _, n := range nodes {
+			pids = append(pids, n.PID())
+		}
+		p.killAll(5 * time.Second)
+		for _, pid := range pids {
+			assert.Equal(t, "gone", processState(pid), "%s process %d outlived the test", backend, pid)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), ready)
+	defer cancel()
+	require.NoError(t, b.Ready(ctx, eps))
+	return nodes, eps, b.Control(eps), time.Since(begin)
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends"
-	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/zookeeper"
 )
 
@@ -28,38 +27,14 @@ type zkEnsemble struct {
 
 // startZooKeeper starts the ZooKeeper topology as a run does (each server
 // is this test binary, which writes zoo.cfg and becomes java, see TestMain)
-// and waits until it has a leader. Every server is killed, and shown to be
-// gone, when the test ends.
+// and waits until it has a leader.
 func startZooKeeper(t *testing.T) (zkEnsemble, time.Duration) {
 	t.Helper()
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Fatalf("java is not installed (run scripts/setup): %v", err)
 	}
-	b, _, err := catalog.Lookup("zookeeper", "")
-	require.NoError(t, err)
-	p := newProcs()
-	dir := t.TempDir() // made first, so that its removal runs after the kill
-	begin := time.Now()
-	nodes, err := startTopology(context.Background(), p, b.Nodes(nil, nil), dir)
-	require.NoError(t, err)
-	eps := make([]backends.Endpoint, len(nodes))
-	for i, n := range nodes {
-		eps[i] = n.ep
-	}
-	t.Cleanup(func() {
-		var pids []int
-		for _, n := range nodes {
-			pids = append(pids, n.PID())
-		}
-		p.killAll(5 * time.Second)
-		for _, pid := range pids {
-			assert.Equal(t, "gone", processState(pid), "server process %d outlived the test", pid)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	require.NoError(t, b.Ready(ctx, eps))
-	return zkEnsemble{nodes: nodes, eps: eps, control: b.Control(eps).(*zookeeper.Ensemble)}, time.Since(begin)
+	nodes, eps, control, took := startService(t, "zookeeper", 60*time.Second)
+	return zkEnsemble{nodes: nodes, eps: eps, control: control.(*zookeeper.Ensemble)}, took
 }
 
 func (e zkEnsemble) node(name string) *node {

@@ -19,8 +19,15 @@ import (
 // that no member of the run outlived it.
 func runEtcd(t *testing.T, args ...string) (invocation, *resultsAndHistory) {
 	t.Helper()
-	inv, res, dir := runLockcheck(t, append([]string{"--backend", "etcd"}, args...)...)
-	assert.Empty(t, membersUnder(dir), "no etcd member of the run may outlive it")
+	return runServers(t, "etcd", membersUnder, args...)
+}
+
+// runServers runs lockcheck against backend and checks that none of the
+// server processes alive lists under the run directory outlived the run.
+func runServers(t *testing.T, backend string, alive func(dir string) []string, args ...string) (invocation, *resultsAndHistory) {
+	t.Helper()
+	inv, res, dir := runLockcheck(t, append([]string{"--backend", backend}, args...)...)
+	assert.Empty(t, alive(dir), "no %s server of the run may outlive it", backend)
 	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
 	require.NoError(t, err)
 	return inv, &resultsAndHistory{res.Valid, res.Checks, res.Config, h.Events}

@@ -21,11 +21,7 @@ import (
 // that no server of the run outlived it.
 func runZooKeeper(t *testing.T, args ...string) (invocation, *resultsAndHistory) {
 	t.Helper()
-	inv, res, dir := runLockcheck(t, append([]string{"--backend", "zookeeper"}, args...)...)
-	assert.Empty(t, serversUnder(dir), "no ZooKeeper server of the run may outlive it")
-	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
-	require.NoError(t, err)
-	return inv, &resultsAndHistory{res.Valid, res.Checks, res.Config, h.Events}
+	return runServers(t, "zookeeper", serversUnder, args...)
 }
 
 // serversUnder lists the live ZooKeeper server processes that run in a
