@@ -258,24 +258,10 @@ func (e *Ensemble) leader(ctx context.Context) (string, int64, error) {
 const watchInterval = 200 * time.Millisecond
 
 // Watch records every change of leader it sees until ctx ends, as role
-// events: the new leader with its epoch, and the server it replaced as a
-// follower, so that the report shows who led when, whatever caused the
-// election.
+// events (see backends.WatchLeader).
 func (e *Ensemble) Watch(ctx context.Context, record func(verb string, v history.Value)) error {
-	var led string
-	var epoch int64
-	for {
-		if name, ep, err := e.leader(ctx); err == nil && (name != led || ep != epoch) {
-			if led != "" && led != name {
-				record(history.NemRole, history.Value{Target: led, Detail: "follower"})
-			}
-			record(history.NemRole, history.Value{Target: name, Detail: fmt.Sprintf("leader (epoch %d)", ep)})
-			led, epoch = name, ep
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(watchInterval):
-		}
-	}
+	return backends.WatchLeader(ctx, watchInterval, func(ctx context.Context) (string, string, error) {
+		name, epoch, err := e.leader(ctx)
+		return name, fmt.Sprintf("epoch %d", epoch), err
+	}, record)
 }
