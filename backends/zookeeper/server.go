@@ -30,7 +30,8 @@ var Java = backends.Program{Name: "java", Package: "zookeeper"}
 
 // DefaultClasspath is where Debian's zookeeper package puts the server:
 // zookeeper.jar names the jars it needs in its manifest; slf4j-simple (from
-// libslf4j-java, which it depends on) makes it log to its node directory.
+// libslf4j-java, which it depends on) makes it log at all, to stderr, which
+// the launcher appends to LogFile.
 const DefaultClasspath = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
 
 // MainClass is the class of a server of a replicated ensemble.
