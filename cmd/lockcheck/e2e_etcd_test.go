@@ -162,7 +162,7 @@ func TestEtcdSurvivesLeaderPausesAndMemberRestarts(t *testing.T) {
 func TestEtcdBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	tests := []badInput{
-		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "--nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel)"},
+		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "--nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel, zookeeper)"},
 		{"election too short", []string{"run", "--out", store, "--backend", "etcd", "--etcd-election", "300ms"}, "--etcd-election 300ms must be at least 5 times --etcd-heartbeat 100ms"},
 		{"heartbeat not whole milliseconds", []string{"run", "--out", store, "--backend", "etcd", "--etcd-heartbeat", "1500us"}, "--etcd-heartbeat"},
 	}
