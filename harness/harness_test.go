@@ -18,7 +18,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/procstate"
 	"github.com/lockcheck/lockcheck/history"
@@ -28,7 +27,7 @@ import (
 // The harness starts workers and etcd members by running its own
 // executable; in tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())

@@ -93,15 +93,17 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
+	if err := preflightResource(cfg, b); err != nil {
+		return b, err
+	}
 	return b, preflightRuntime(cfg, b, b.Nodes(cfg.Programs, cfg.Run.Params))
 }
 
 // checkPrograms finds the server programs a backend's local processes run.
 func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
 	for _, p := range b.Programs {
-		path := programs.Path(p.Name)
-		if _, err := exec.LookPath(path); err != nil {
-			return p.NotFound(path, err)
+		if _, err := p.Find(programs.Path(p.Name)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -142,11 +144,13 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	p := newProcs()
 	defer p.killAll(5 * time.Second) // also on panic: no child outlives the run
 
-	res, err := resource.Start(filepath.Join(out.Dir, results.ResourceFile), cfg.Run.Fenced())
-	if err != nil {
-		return out, err
+	var memory *resource.Server
+	if resourceOf(cfg) == resource.Memory {
+		if memory, err = resource.Start(filepath.Join(out.Dir, results.ResourceFile), cfg.Run.Fenced()); err != nil {
+			return out, err
+		}
+		defer memory.Close()
 	}
-	defer res.Close()
 
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
 	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
@@ -165,6 +169,13 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		if err != nil {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
+	}
+	var db *database
+	if memory == nil {
+		if db, err = startDatabase(ctx, cfg, p, eps, filepath.Join(out.Dir, "nodes"), workloads.KeyNames(cfg.Run.Keys)); err != nil {
+			return out, err
+		}
+		defer db.stop()
 	}
 	cfg.Run.Versions = map[string]string{}
 	for i := range nodes {
@@ -207,8 +218,14 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	defer func() { stopWatching(); <-watchDone }()
 	f.base = workerproc.Config{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
-		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(), FenceSource: cfg.Run.FenceSource,
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Resource: resourceOf(cfg), FenceSource: cfg.Run.FenceSource,
+		Fenced: cfg.Run.Fenced(),
 		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
+	}
+	if memory != nil {
+		f.base.ResourceAddr = memory.Addr()
+	} else {
+		f.base.ResourceAddr = db.addr
 	}
 	for i := 0; i < cfg.Run.Clients; i++ {
 		if err := f.spawn(i, history.Process(i)); err != nil {
@@ -248,6 +265,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		detail = "interrupted"
 	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
+	if db != nil {
+		// The database's audit table is the ground truth: written out
+		// whatever ctx says, since the workers have stopped.
+		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := db.export(exportCtx, out.Dir); err != nil {
+			h.Close()
+			return out, fmt.Errorf("writing the resource log from the database: %w", err)
+		}
+	}
 	return out, h.Close()
 }
 

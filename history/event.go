@@ -120,6 +120,10 @@ type Value struct {
 	Detail     string `json:"detail,omitempty"`
 	// Nodes are the nodes that granted a multi-node lock (Redlock).
 	Nodes []string `json:"nodes,omitempty"`
+	// Session names the server session a lease is bound to (acquire ok of
+	// a PostgreSQL advisory lock: node/backend pid), and the session a
+	// kill-session event terminated.
+	Session string `json:"session,omitempty"`
 	// OffsetMs is a node's wall clock offset from the host's, as read back
 	// from the node after a clock fault moved it.
 	OffsetMs *int64 `json:"offset_ms,omitempty"`
@@ -150,6 +154,10 @@ type RunConfig struct {
 	Variant        string            `json:"variant,omitempty"`
 	Workload       string            `json:"workload"` // "fenced" or "unfenced"
 	FenceSource    string            `json:"fence_source,omitempty"`
+	// Resource is the protected resource: "memory" (lockcheck's own
+	// store) or "postgres" (a row of a real database, fenced by its own
+	// conditional UPDATE). Absent means memory.
+	Resource string `json:"resource,omitempty"`
 	Nemesis        []string          `json:"nemesis"`
 	Seed           int64             `json:"seed"`
 	Clients        int               `json:"clients"`

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/harness"
 )
 
@@ -18,7 +17,7 @@ import (
 // running its own executable: in tests that is the test binary, which
 // becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())

@@ -79,6 +79,10 @@ type Backend struct {
 	// Diskless says its nodes keep nothing on disk: a restarted node always
 	// comes back empty, and a run records --wipe as true.
 	Diskless bool
+	// RequiresResource names, per variant, the --resource it works with
+	// only (the postgres backend's xact variant writes the resource's row
+	// inside the lock's transaction).
+	RequiresResource map[string]string
 	// RunNode, if set, runs this process as one of its nodes when the
 	// environment says so (a node that is lockcheck itself, such as an etcd
 	// member) and reports whether it did; it does not return if it did.

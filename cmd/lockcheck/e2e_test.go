@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
@@ -20,7 +20,7 @@ import (
 // Runs start workers and etcd members by running their own executable: in
 // tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())
