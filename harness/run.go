@@ -219,7 +219,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	f.base = workerproc.Config{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Resource: resourceOf(cfg), FenceSource: cfg.Run.FenceSource,
-		Fenced: cfg.Run.Fenced(),
+		Fenced:   cfg.Run.Fenced(),
 		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
 	}
 	if memory != nil {

@@ -150,14 +150,14 @@ type Header struct {
 // RunConfig is the configuration of a run, as recorded in the history header
 // and results.json. Later versions add fields and never rename them.
 type RunConfig struct {
-	Backend        string            `json:"backend"`
-	Variant        string            `json:"variant,omitempty"`
-	Workload       string            `json:"workload"` // "fenced" or "unfenced"
-	FenceSource    string            `json:"fence_source,omitempty"`
+	Backend     string `json:"backend"`
+	Variant     string `json:"variant,omitempty"`
+	Workload    string `json:"workload"` // "fenced" or "unfenced"
+	FenceSource string `json:"fence_source,omitempty"`
 	// Resource is the protected resource: "memory" (lockcheck's own
 	// store) or "postgres" (a row of a real database, fenced by its own
 	// conditional UPDATE). Absent means memory.
-	Resource string `json:"resource,omitempty"`
+	Resource       string            `json:"resource,omitempty"`
 	Nemesis        []string          `json:"nemesis"`
 	Seed           int64             `json:"seed"`
 	Clients        int               `json:"clients"`

@@ -27,7 +27,7 @@ type Results struct {
 	Seed     int64            `json:"seed"`
 	// Resource is the protected resource the run wrote: memory or postgres.
 	Resource string         `json:"resource"`
-	Checks   checker.Checks   `json:"checks"`
+	Checks   checker.Checks `json:"checks"`
 
 	Reason        string            `json:"reason"`
 	Config        history.RunConfig `json:"config"`

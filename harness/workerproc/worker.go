@@ -38,8 +38,8 @@ type Config struct {
 	// store over HTTP) or postgres (a database node).
 	Resource string `json:"resource,omitempty"`
 	// Fenced makes a database resource's writes conditional on the fence.
-	Fenced bool `json:"fenced,omitempty"`
-	Watchdog     bool          `json:"watchdog,omitempty"`
+	Fenced   bool `json:"fenced,omitempty"`
+	Watchdog bool `json:"watchdog,omitempty"`
 	// FenceSource is where fences come from (workloads.FenceFromLock, ...).
 	FenceSource string `json:"fence_source,omitempty"`
 }
