@@ -60,7 +60,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		Linearizability: newLinearizabilityCheck(f, outcomes, opts.LinearizabilityTimeout).result(),
 		Liveness:        checkLiveness(f),
 	}
-	fenced := h.Header.Config.Fenced()
+	fenced := h.Header.Config.Guarded()
 	r.Valid = verdict(&r.Checks, fenced)
 	r.Reason = explain(r, fenced)
 	return r

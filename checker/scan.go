@@ -95,6 +95,7 @@ type scanner struct {
 	facts     facts
 	keys      map[string]*keyFacts
 	procs     map[history.Process]*procState
+	sessions  sessionEnds
 }
 
 // scan reads the history once and collects grants, acquire attempts, writes,
@@ -107,6 +108,7 @@ func scan(h *history.History, allowance func(ttlMs int64) int64) *facts {
 		procs:     map[history.Process]*procState{},
 	}
 	s.facts.span = span(h)
+	s.sessions = collectSessionEnds(h.Events)
 	for i := range h.Events {
 		e := &h.Events[i]
 		switch {
@@ -173,6 +175,7 @@ func (s *scanner) nemesis(e *history.Event) {
 			return
 		}
 		// A killed client believes nothing any more and tries nothing.
+		s.endSession(ps, e.Time)
 		s.endBelief(ps, e.Time)
 		s.flushRead(ps)
 		if ps.attemptKey != nil {
@@ -269,6 +272,7 @@ func (s *scanner) complete(e *history.Event) {
 	}
 	if e.Type == history.Info {
 		// The process retires: it no longer believes it holds the lock.
+		s.endSession(ps, inv.Time)
 		s.endBelief(ps, e.Time)
 		s.flushRead(ps)
 	}
@@ -298,11 +302,17 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence, g.Nodes = e.Value.Fence, e.Value.Nodes
+		g.Fence, g.Nodes, g.Session = e.Value.Fence, e.Value.Nodes, e.Value.Session
+	}
+	if g.Session != "" {
+		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
 	}
 	k.grants = append(k.grants, g)
 	ps.grantKey, ps.grantIdx = k, len(k.grants)-1
 	ps.expiry = s.expiry(inv.Time, g.TTLms)
+	if g.Session != "" {
+		ps.expiry = s.sessions.end(g.Session, inv.Time, ps.expiry)
+	}
 }
 
 // ttlOf is the lease length a completion promises, else what its invoke

@@ -187,6 +187,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		}
 	}
 
+	// A variant that needs the resource writes it in the lock's transaction.
+	cfg.Run.WritesInLockTx = backend.RequiresResource[cfg.Run.Variant] != ""
 	h, err := history.Create(filepath.Join(out.Dir, results.HistoryFile), history.Header{
 		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: cfg.Run,
 	})
@@ -399,7 +401,7 @@ func (f *fleet) slot(i int) *worker {
 
 func (f *fleet) recordNemesis(verb string, v history.Value) {
 	switch verb {
-	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition:
+	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition, history.NemKillSession:
 		f.faults.Add(1)
 	}
 	if _, err := f.hist.Append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v}); err != nil {

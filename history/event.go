@@ -157,7 +157,12 @@ type RunConfig struct {
 	// Resource is the protected resource: "memory" (lockcheck's own
 	// store) or "postgres" (a row of a real database, fenced by its own
 	// conditional UPDATE). Absent means memory.
-	Resource       string            `json:"resource,omitempty"`
+	Resource string `json:"resource,omitempty"`
+	// WritesInLockTx says each write ran inside the lock's own
+	// transaction (the postgres backend's xact variant): it commits only
+	// together with the lock, so a holder whose lock is gone cannot write,
+	// as if a fence stopped it.
+	WritesInLockTx bool              `json:"writes_in_lock_tx,omitempty"`
 	Nemesis        []string          `json:"nemesis"`
 	Seed           int64             `json:"seed"`
 	Clients        int               `json:"clients"`
@@ -188,6 +193,10 @@ type ScenarioInfo struct {
 // Fenced reports whether the workload's resource refuses stale fences.
 func (c RunConfig) Fenced() bool { return c.Workload == "fenced" }
 
+// Guarded reports whether a holder that lost its lock cannot write: the
+// resource refuses stale fences, or each write commits with the lock.
+func (c RunConfig) Guarded() bool { return c.Fenced() || c.WritesInLockTx }
+
 // Nemesis verbs. Each fault records a start event and, where it has one, an
 // end event carrying the same Target.
 const (
@@ -208,4 +217,14 @@ const (
 	NemPartition = "partition"
 	// NemHeal connects a partitioned Target again.
 	NemHeal = "heal"
+	// NemKillSession terminates Session, the server session of client
+	// Target (PostgreSQL's pg_terminate_backend): the session's locks end
+	// at once. It is recorded before the terminate is sent; when that did
+	// not land, a second event for the same Session has Detail
+	// MissedPrefix + why.
+	NemKillSession = "kill-session"
 )
+
+// MissedPrefix starts the Detail of a nemesis event that says the fault
+// named did not land.
+const MissedPrefix = "missed: "

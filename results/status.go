@@ -98,14 +98,14 @@ func doubleOwnershipStatus(cfg history.RunConfig, d *checker.DoubleOwnership, t0
 			w.Key, believedHeld(w.Processes), relSec(w.Start, t0), fmtMs(w.Ms),
 			plural(w.Unsafe, "write"), orNone(w.Faults))
 	})
-	if !cfg.Fenced() && d.UnsafeWrites > 0 {
+	if !cfg.Guarded() && d.UnsafeWrites > 0 {
 		s.Outcome = fail
 		s.Message = fmt.Sprintf("Two clients believed they held the lock at the same time and the resource, which checks no fence, accepted %s from them.", plural(d.UnsafeWrites, "write"))
 		return s
 	}
 	s.Outcome = notice
-	if cfg.Fenced() {
-		s.Message = "Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe."
+	if cfg.Guarded() {
+		s.Message = "Two clients believed they held the lock at the same time; the fenced resource (or the lock's own transaction) is what keeps this safe."
 	} else {
 		s.Message = "Two clients believed they held the lock at the same time, but neither wrote inside the overlap."
 	}

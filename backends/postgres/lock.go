@@ -50,6 +50,8 @@ type Lock struct {
 	// tx holds the xact variant's lock, on txKey.
 	tx    pgx.Tx
 	txKey string
+	// held are the session locks granted and not released.
+	held map[string]bool
 }
 
 // New returns a client; it connects at its first acquire.
@@ -63,7 +65,7 @@ func New(opts Options) (*Lock, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Second
 	}
-	return &Lock{opts: opts}, nil
+	return &Lock{opts: opts, held: map[string]bool{}}, nil
 }
 
 // KeyID is the advisory lock's bigint key for a lock name.
@@ -105,11 +107,18 @@ func (l *Lock) drop(err error) error {
 		l.conn.Close(context.Background()) //nolint:errcheck // dropping it
 	}
 	l.conn, l.tx, l.txKey = nil, nil, ""
+	clear(l.held)
 	return err
 }
 
 // Acquire tries the lock once, without waiting.
 func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) {
+	if len(l.held) > 0 || l.tx != nil {
+		// The client gave up on a grant without releasing it (an
+		// operation on the resource failed): a fresh session, so that no
+		// forgotten lock outlives its holder's belief.
+		l.drop(nil) //nolint:errcheck // no error to return
+	}
 	if err := l.connect(ctx); err != nil {
 		return backends.Grant{}, err
 	}
@@ -135,6 +144,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 		if err == nil && !got {
 			return backends.Grant{}, backends.ErrNotAcquired
 		}
+		l.held[key] = true
 	}
 	if err != nil {
 		return backends.Grant{}, l.drop(err)
@@ -203,6 +213,7 @@ func (l *Lock) Release(ctx context.Context, key string, _ backends.Grant) (bool,
 	if err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, KeyID(key)).Scan(&released); err != nil {
 		return false, l.drop(err)
 	}
+	delete(l.held, key)
 	return released, nil
 }
 
