@@ -47,11 +47,12 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 	opts = opts.withDefaults()
 	f := scan(h, opts.ClockAllowance)
 	outcomes := newOutcomes(resource)
-	source := SourceResourceLog
+	source, unjudged := SourceResourceLog, 0
 	if resource == nil {
-		resource, source = entriesFromHistory(f.keys), SourceHistory
+		resource, unjudged = entriesFromHistory(f.keys)
+		source = SourceHistory
 	}
-	r := &Result{Faults: f.faults, Span: f.span}
+	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: h.Truncated}}
 	r.Checks = Checks{
 		LeaseSafety:     checkLeaseSafety(f.keys, f.faults),
 		DoubleOwnership: checkDoubleOwnership(f.keys, f.faults, outcomes),
@@ -60,6 +61,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		Linearizability: newLinearizabilityCheck(f, outcomes, opts.LinearizabilityTimeout).result(),
 		Liveness:        checkLiveness(f),
 	}
+	r.Checks.Resource.withUnjudged(unjudged)
 	fenced := h.Header.Config.Guarded()
 	r.Valid = verdict(&r.Checks, fenced)
 	r.Reason = explain(r, fenced)
@@ -76,8 +78,29 @@ func verdict(c *Checks, fenced bool) Validity {
 		c.Linearizability.Result == NotLinearizable,
 		!fenced && c.DoubleOwnership.UnsafeWrites > 0:
 		return Invalid
-	case c.Linearizability.Result != Linearizable:
+	case c.Linearizability.Result != Linearizable,
+		len(modelUnknownReasons(c, fenced)) > 0:
 		return Unknown
 	}
 	return Valid
+}
+
+// modelUnknownReasons are why the model cannot call a history that broke
+// nothing a pass, one sentence each: it holds no client operation at all,
+// or a check that decides the verdict lacked what it needs (see each
+// check's Applicability and docs/history.md).
+func modelUnknownReasons(c *Checks, fenced bool) []string {
+	var reasons []string
+	if c.Liveness.AcquireAttempts == 0 && c.Linearizability.Operations == 0 {
+		reasons = append(reasons, "the history holds no acquire, read or write: nothing was tested")
+	}
+	if c.Resource.State == StateUnknown {
+		reasons = append(reasons, "the resource check is unknown: "+c.Resource.StateReason)
+	}
+	// Double ownership decides the verdict only when no fence guards the
+	// resource.
+	if !fenced && c.DoubleOwnership.State == StateUnknown {
+		reasons = append(reasons, "double ownership is unknown: "+c.DoubleOwnership.StateReason)
+	}
+	return reasons
 }

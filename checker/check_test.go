@@ -16,6 +16,7 @@ func TestVerdict(t *testing.T) {
 			Resource:        ResourceSafety{Valid: true},
 			Fencing:         Fencing{Valid: true},
 			Linearizability: Linearizability{Result: Linearizable},
+			Liveness:        Liveness{AcquireAttempts: 1},
 		}
 	}
 	tests := []struct {
@@ -37,6 +38,11 @@ func TestVerdict(t *testing.T) {
 		{"double ownership with landed writes, unfenced", func(c *Checks) { c.DoubleOwnership = DoubleOwnership{Windows: 1, UnsafeWrites: 1} }, false, Invalid},
 		{"double ownership with landed writes, fenced", func(c *Checks) { c.DoubleOwnership = DoubleOwnership{Windows: 1, UnsafeWrites: 1} }, true, Valid},
 		{"double ownership with no write, unfenced", func(c *Checks) { c.DoubleOwnership = DoubleOwnership{Windows: 1} }, false, Valid},
+		{"no client operation is no pass", func(c *Checks) { c.Liveness.AcquireAttempts = 0 }, true, Unknown},
+		{"resource unknown is no pass", func(c *Checks) { c.Resource.State = StateUnknown }, true, Unknown},
+		{"double ownership unknown, unfenced", func(c *Checks) { c.DoubleOwnership.State = StateUnknown }, false, Unknown},
+		{"double ownership unknown, fenced", func(c *Checks) { c.DoubleOwnership.State = StateUnknown }, true, Valid},
+		{"fencing skipped", func(c *Checks) { c.Fencing.State = StateSkipped }, true, Valid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,7 +66,7 @@ func TestReasonOfAPass(t *testing.T) {
 		},
 		{
 			name:   "no fences",
-			b:      newBuilder("unfenced").cycle(0, 0, 0, -1, "").cycle(1, 10, 1, -1, ""),
+			b:      newBuilder("unfenced").Cycle(0, 0, 0, -1, "").Cycle(1, 10, 1, -1, ""),
 			reason: "No anomaly: 2 grants, no lease was broken, no write was lost.",
 		},
 		{
@@ -72,7 +78,7 @@ func TestReasonOfAPass(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := tt.b.check(t)
+			r := check(t, tt.b)
 			assert.Equal(t, Valid, r.Valid)
 			assert.Equal(t, tt.reason, r.Reason)
 		})
@@ -81,26 +87,26 @@ func TestReasonOfAPass(t *testing.T) {
 
 func TestReasonOfALeaseViolation(t *testing.T) {
 	b := newBuilder("fenced")
-	b.acquire(0, 0, 1, 1).nemesis(5, history.NemPause, "c0", "", "")
-	b.acquire(1, 110, 111, 2)
-	b.nemesis(115, history.NemResume, "c0", "", "").release(0, 120, 121)
-	b.acquire(2, 125, 126, 3).release(2, 130, 131).release(1, 200, 201)
-	r := b.check(t)
+	b.Acquire(0, 0, 1, 1).Nemesis(5, history.NemPause, "c0", "", "")
+	b.Acquire(1, 110, 111, 2)
+	b.Nemesis(115, history.NemResume, "c0", "", "").Release(0, 120, 121)
+	b.Acquire(2, 125, 126, 3).Release(2, 130, 131).Release(1, 200, 201)
+	r := check(t, b)
 	assert.Equal(t, Invalid, r.Valid)
-	assert.Equal(t, "c2 was granted lock-0 at 0.13s while c1's lease was certainly live until 0.20s (while c0 was paused); "+
+	assert.Equal(t, "c2 was granted lock-0 at 0.13s while c1's lease was certainly live until 0.20s (11 ms after the pause of c0 healed); "+
 		"c0, c1 and c2 held lock-0 in overlapping turns: two clients believed they held it for 19 ms while c0 was paused.", r.Reason)
 }
 
 func TestFaults(t *testing.T) {
-	b := newBuilder("fenced").cycle(0, 0, 0, 1, "")
-	b.nemesis(10, history.NemPause, "c1", "", "").nemesis(20, history.NemResume, "c1", "", "")
-	b.nemesis(30, history.NemPause, "redis-0", "", "")
-	b.nemesis(40, history.NemKill, "c2", "", "").nemesis(50, history.NemStart, "c2", "", "")
-	b.nemesis(60, history.NemKill, "c0", "", "")
-	b.nemesis(62, history.NemPartition, "redis-1", "", "").nemesis(65, history.NemHeal, "redis-1", "", "")
-	b.nemesis(66, history.NemPartition, "redis-2", "", "")
-	b.nemesis(70, history.NemRunEnd, "", "", "")
-	r := b.check(t)
+	b := newBuilder("fenced").Cycle(0, 0, 0, 1, "")
+	b.Nemesis(10, history.NemPause, "c1", "", "").Nemesis(20, history.NemResume, "c1", "", "")
+	b.Nemesis(30, history.NemPause, "redis-0", "", "")
+	b.Nemesis(40, history.NemKill, "c2", "", "").Nemesis(50, history.NemStart, "c2", "", "")
+	b.Nemesis(60, history.NemKill, "c0", "", "")
+	b.Nemesis(62, history.NemPartition, "redis-1", "", "").Nemesis(65, history.NemHeal, "redis-1", "", "")
+	b.Nemesis(66, history.NemPartition, "redis-2", "", "")
+	b.Nemesis(70, history.NemRunEnd, "", "", "")
+	r := check(t, b)
 	type span struct {
 		kind, target string
 		start, end   float64
@@ -123,15 +129,17 @@ func TestFaults(t *testing.T) {
 func TestEmptyHistory(t *testing.T) {
 	h := &history.History{Header: history.Header{Version: 1, StartTime: 42}}
 	r := Check(h, nil, Options{})
-	assert.Equal(t, Valid, r.Valid)
+	// A header-only history tested nothing: unknown, never true.
+	assert.Equal(t, Unknown, r.Valid)
 	assert.Equal(t, Interval{Start: 42, End: 42}, r.Span)
-	assert.Equal(t, "No anomaly: 0 grants, no lease was broken, no write was lost.", r.Reason)
+	assert.Equal(t, "No safety check failed, but the history holds no acquire, read or write: nothing was tested.", r.Reason)
 	assert.False(t, r.Checks.Fencing.Checked)
+	assert.Equal(t, StateSkipped, r.Checks.Fencing.State)
 }
 
 // TestResultsJSON pins the keys results.json promises.
 func TestResultsJSON(t *testing.T) {
-	b, err := json.Marshal(pausedHolder("unfenced").check(t))
+	b, err := json.Marshal(check(t, pausedHolder("unfenced")))
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))
@@ -156,8 +164,8 @@ func TestResultsJSON(t *testing.T) {
 }
 
 func TestReasonOfANonLinearizableRead(t *testing.T) {
-	b := newBuilder("fenced").cycle(0, 0, 0, 1, "").acquire(1, 10, 11, 2).read(1, 12, 13, 0).release(1, 14, 15)
-	r := b.check(t)
+	b := newBuilder("fenced").Cycle(0, 0, 0, 1, "").Acquire(1, 10, 11, 2).Read(1, 12, 13, 0).Release(1, 14, 15)
+	r := check(t, b)
 	assert.Equal(t, Invalid, r.Valid)
 	assert.Equal(t, "the read-modify-write history is not linearizable: segment 1 of 1 on lock-0 "+
 		"(2 operations, 0.00s to 0.01s) has no linearization.", r.Reason)

@@ -9,11 +9,6 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
-// grantOn adds a Redlock grant won on nodes, with a 100 ms TTL.
-func (b *builder) grantOn(p history.Process, inv, ok float64, nodes ...string) *builder {
-	return b.op(p, history.FAcquire, inv, nil, ok, history.OK, &history.Value{Token: p.String(), TTLms: 100, Nodes: nodes})
-}
-
 func TestClockFaultsAreIntervals(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -23,25 +18,25 @@ func TestClockFaultsAreIntervals(t *testing.T) {
 		{
 			name: "a clock jump lasts until its reset",
 			history: func(b *builder) {
-				b.nemesis(10, history.NemClockJump, "redlock-3", "", "+20s").nemesis(40, history.NemClockReset, "redlock-3", "", "reset")
-				b.cycle(0, 50, 0, -1, "r1")
+				b.Nemesis(10, history.NemClockJump, "redlock-3", "", "+20s").Nemesis(40, history.NemClockReset, "redlock-3", "", "reset")
+				b.Cycle(0, 50, 0, -1, "r1")
 			},
 			want: []Fault{{Kind: history.NemClockJump, Target: "redlock-3", Start: at(10), End: at(40), Detail: "+20s"}},
 		},
 		{
 			name: "a clock never reset lasts to the end",
 			history: func(b *builder) {
-				b.nemesis(10, history.NemClockJump, "redlock-3", "", "-20s")
-				b.cycle(0, 50, 0, -1, "r1")
+				b.Nemesis(10, history.NemClockJump, "redlock-3", "", "-20s")
+				b.Cycle(0, 50, 0, -1, "r1")
 			},
 			want: []Fault{{Kind: history.NemClockJump, Target: "redlock-3", Start: at(10), End: at(59), Detail: "-20s"}},
 		},
 		{
 			name: "a kill ends the pause of a stopped node",
 			history: func(b *builder) {
-				b.nemesis(10, history.NemPause, "redlock-4", "", "").nemesis(30, history.NemKill, "redlock-4", "", "")
-				b.nemesis(35, history.NemStart, "redlock-4", "", "")
-				b.cycle(0, 50, 0, -1, "r1")
+				b.Nemesis(10, history.NemPause, "redlock-4", "", "").Nemesis(30, history.NemKill, "redlock-4", "", "")
+				b.Nemesis(35, history.NemStart, "redlock-4", "", "")
+				b.Cycle(0, 50, 0, -1, "r1")
 			},
 			want: []Fault{
 				{Kind: history.NemPause, Target: "redlock-4", Start: at(10), End: at(30)},
@@ -53,7 +48,7 @@ func TestClockFaultsAreIntervals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBuilder("unfenced")
 			tt.history(b)
-			r := b.check(t)
+			r := check(t, b)
 			for i := range r.Faults {
 				r.Faults[i].Index = 0
 			}
@@ -75,21 +70,21 @@ func TestLeaseViolationBlamesTheNodeThatForgot(t *testing.T) {
 		{
 			name: "clock jump on the shared node",
 			faults: func(b *builder) {
-				b.nemesis(20, history.NemClockJump, "redlock-3", "", "+20s")
+				b.Nemesis(20, history.NemClockJump, "redlock-3", "", "+20s")
 			},
 			want: "after redlock-3's clock jumped +20s",
 		},
 		{
 			name: "restart of the shared node",
 			faults: func(b *builder) {
-				b.nemesis(20, history.NemKill, "redlock-3", "", "data wiped").nemesis(22, history.NemStart, "redlock-3", "", "data wiped")
+				b.Nemesis(20, history.NemKill, "redlock-3", "", "data wiped").Nemesis(22, history.NemStart, "redlock-3", "", "data wiped")
 			},
 			want: "after redlock-3 was killed",
 		},
 		{
 			name: "grants that do not name their nodes pass over the stopped ones",
 			faults: func(b *builder) {
-				b.nemesis(20, history.NemClockJump, "redlock-3", "", "+20s")
+				b.Nemesis(20, history.NemClockJump, "redlock-3", "", "+20s")
 			},
 			unnamed: true,
 			want:    "after redlock-3's clock jumped +20s",
@@ -104,14 +99,14 @@ func TestLeaseViolationBlamesTheNodeThatForgot(t *testing.T) {
 				return names
 			}
 			b := newBuilder("unfenced")
-			b.nemesis(0, history.NemPause, "redlock-4", "", "").nemesis(0, history.NemPause, "redlock-5", "", "")
-			b.grantOn(0, 1, 10, nodes("redlock-1", "redlock-2", "redlock-3")...)
+			b.Nemesis(0, history.NemPause, "redlock-4", "", "").Nemesis(0, history.NemPause, "redlock-5", "", "")
+			b.AcquireOn(0, 1, 10, nodes("redlock-1", "redlock-2", "redlock-3")...)
 			tt.faults(b)
-			b.nemesis(25, history.NemKill, "redlock-4", "", "").nemesis(25, history.NemKill, "redlock-5", "", "")
-			b.nemesis(30, history.NemStart, "redlock-4", "", "").nemesis(30, history.NemStart, "redlock-5", "", "")
-			b.grantOn(1, 35, 36, nodes("redlock-3", "redlock-4", "redlock-5")...)
-			b.release(0, 50, 51).release(1, 60, 61)
-			r := b.check(t)
+			b.Nemesis(25, history.NemKill, "redlock-4", "", "").Nemesis(25, history.NemKill, "redlock-5", "", "")
+			b.Nemesis(30, history.NemStart, "redlock-4", "", "").Nemesis(30, history.NemStart, "redlock-5", "", "")
+			b.AcquireOn(1, 35, 36, nodes("redlock-3", "redlock-4", "redlock-5")...)
+			b.Release(0, 50, 51).Release(1, 60, 61)
+			r := check(t, b)
 			require.Equal(t, 1, r.Checks.LeaseSafety.Violations)
 			assert.Equal(t, nodes("redlock-3", "redlock-4", "redlock-5"), r.Checks.LeaseSafety.Evidence[0].Later.Nodes)
 			if tt.unnamed {

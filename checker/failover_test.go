@@ -24,13 +24,13 @@ func TestFenceWentBackAfterFailover(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBuilder("unfenced").
-				nemesis(0, history.NemRole, "redis-0", "", "master").
-				acquire(0, 10, 11, 5)
+				Nemesis(0, history.NemRole, "redis-0", "", "master").
+				Acquire(0, 10, 11, 5)
 			if tt.switchAt >= 0 {
-				b.nemesis(tt.switchAt, history.NemSwitchMaster, "redis-1", "", "redis-0 -> redis-1").
-					nemesis(tt.switchAt-1, history.NemRole, "redis-1", "", "master")
+				b.Nemesis(tt.switchAt, history.NemSwitchMaster, "redis-1", "", "redis-0 -> redis-1").
+					Nemesis(tt.switchAt-1, history.NemRole, "redis-1", "", "master")
 			}
-			r := b.acquire(1, 50, 51, 5).check(t)
+			r := check(t, b.Acquire(1, 50, 51, 5))
 
 			assert.Equal(t, 1, r.Checks.LeaseSafety.Violations, "c1 was granted while c0's lease was live")
 			assert.Equal(t, 1, r.Checks.Fencing.Duplicates)
@@ -55,11 +55,11 @@ func TestFenceWentBackAfterFailover(t *testing.T) {
 // from one that found the lock busy.
 func TestRefusedAcquiresAreCountedApart(t *testing.T) {
 	b := newBuilder("unfenced").
-		acquire(0, 0, 1, 1).
-		acquireFail(1, 2, 3).
-		acquireFail(2, 4, 5)
-	b.events[len(b.events)-1].Error = history.RefusedPrefix + "NOREPLICAS Not enough good replicas to write."
-	r := b.release(0, 10, 11).check(t)
+		Acquire(0, 0, 1, 1).
+		AcquireFail(1, 2, 3).
+		AcquireFail(2, 4, 5)
+	b.Events[len(b.Events)-1].Error = history.RefusedPrefix + "NOREPLICAS Not enough good replicas to write."
+	r := check(t, b.Release(0, 10, 11))
 	assert.Equal(t, 1, r.Checks.Liveness.AcquireFailed, "the lock was busy once")
 	assert.Equal(t, 1, r.Checks.Liveness.AcquireRefused, "the service refused once")
 	assert.Equal(t, Valid, r.Valid)

@@ -71,6 +71,9 @@ func checkFencing(keys []*keyFacts, faults []Fault) Fencing {
 		}
 	}
 	res.Valid = res.Duplicates == 0 && res.Regressions == 0
+	if !res.Checked {
+		res.State, res.StateReason = StateSkipped, "no grant carried a fence"
+	}
 	return res
 }
 

@@ -18,17 +18,17 @@ func TestFencing(t *testing.T) {
 	}{
 		{
 			name:    "fences rise with every grant",
-			b:       newBuilder("fenced").cycle(0, 0, 0, 1, "a").cycle(1, 10, 1, 2, "b").cycle(2, 20, 2, 7, "c"),
+			b:       newBuilder("fenced").Cycle(0, 0, 0, 1, "a").Cycle(1, 10, 1, 2, "b").Cycle(2, 20, 2, 7, "c"),
 			checked: true,
 		},
 		{
 			name: "no fences, nothing to check",
-			b:    newBuilder("unfenced").cycle(0, 0, 0, -1, "a").cycle(1, 10, 1, -1, "b"),
+			b:    newBuilder("unfenced").Cycle(0, 0, 0, -1, "a").Cycle(1, 10, 1, -1, "b"),
 		},
 		{
 			name: "a counter that went back after a failover hands out a fence twice",
-			b: newBuilder("fenced").cycle(0, 0, 0, 5, "a").cycle(1, 10, 1, 6, "b").
-				cycle(2, 20, 2, 6, "c").cycle(0, 30, 3, 6, "d"),
+			b: newBuilder("fenced").Cycle(0, 0, 0, 5, "a").Cycle(1, 10, 1, 6, "b").
+				Cycle(2, 20, 2, 6, "c").Cycle(0, 30, 3, 6, "d"),
 			checked:     true,
 			duplicates:  2,
 			regressions: 0,
@@ -36,21 +36,21 @@ func TestFencing(t *testing.T) {
 		},
 		{
 			name:        "a lower fence after a grant that certainly came first",
-			b:           newBuilder("fenced").cycle(0, 0, 0, 5, "a").cycle(1, 10, 1, 3, "b").cycle(2, 20, 2, 8, "c"),
+			b:           newBuilder("fenced").Cycle(0, 0, 0, 5, "a").Cycle(1, 10, 1, 3, "b").Cycle(2, 20, 2, 8, "c"),
 			checked:     true,
 			regressions: 1,
 			kinds:       []string{FenceRegression},
 		},
 		{
 			name: "concurrent acquires may be granted in either fence order",
-			b: newBuilder("fenced").acquire(0, 0, 10, 5).acquire(1, 2, 8, 4).
-				release(1, 11, 12).release(0, 13, 14),
+			b: newBuilder("fenced").Acquire(0, 0, 10, 5).Acquire(1, 2, 8, 4).
+				Release(1, 11, 12).Release(0, 13, 14),
 			checked: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := tt.b.check(t).Checks.Fencing
+			f := check(t, tt.b).Checks.Fencing
 			assert.Equal(t, tt.checked, f.Checked)
 			assert.Equal(t, tt.duplicates, f.Duplicates)
 			assert.Equal(t, tt.regressions, f.Regressions)
@@ -65,8 +65,8 @@ func TestFencing(t *testing.T) {
 }
 
 func TestFenceRegressionEvidence(t *testing.T) {
-	b := newBuilder("fenced").cycle(0, 0, 0, 5, "a").cycle(1, 10, 1, 7, "b").cycle(2, 20, 2, 6, "c")
-	r := b.check(t)
+	b := newBuilder("fenced").Cycle(0, 0, 0, 5, "a").Cycle(1, 10, 1, 7, "b").Cycle(2, 20, 2, 6, "c")
+	r := check(t, b)
 	f := r.Checks.Fencing
 	if assert.Len(t, f.Anomalies, 1) {
 		a := f.Anomalies[0]

@@ -12,25 +12,27 @@ import (
 const maxEvidence = 1000
 
 // checkLeaseSafety finds grants made while another process's lease was
-// certainly live. A later grant B violates an earlier grant A (another
-// process, same key) when
+// certainly live. A later grant B (by OK) violates an earlier grant A
+// (another process, same key) when B was granted before A's lease can have
+// ended (B.OK < A.CertainEnd) and, whatever order the two were granted in
+// within their acquires, one lies inside the other's lease:
 //
-//   - B was asked for after A was granted (B.Invoke >= A.OK) and granted
-//     before A's lease can have ended (B.OK < A.CertainEnd), or
-//   - the two acquires overlap and both leases were certainly live when the
-//     later one was granted: max(A.OK, B.OK) < min(A.CertainEnd, B.CertainEnd).
+//   - B was asked for after A was granted (B.Invoke > A.OK; equal times
+//     prove no order), so A was first and B lies inside A's lease, or
+//   - A was granted before B's lease can have ended (A.OK < B.CertainEnd),
+//     so had B been first, A would lie inside B's lease.
 //
-// With grants sorted by OK, both cases ask for the earlier grant of largest
-// CertainEnd held by another process: among all grants before B when B's own
-// lease was live at its grant (B.OK < B.CertainEnd), else among grants with
-// OK <= B.Invoke. A prefix table of the best two grants of distinct
-// processes answers both in O(log n).
+// With grants sorted by OK, both conditions on A select a prefix of the
+// grants before B: those with OK < B.Invoke and those with
+// OK < B.CertainEnd. The earlier grant of another process with the largest
+// CertainEnd in the longer prefix decides; a prefix table of the best two
+// grants of distinct processes answers that in O(log n).
 func checkLeaseSafety(keys []*keyFacts, faults []Fault) LeaseSafety {
 	res := LeaseSafety{Valid: true}
 	for _, k := range keys {
 		grants := slices.Clone(k.grants)
 		slices.SortFunc(grants, func(a, b Grant) int {
-			return cmp.Or(cmp.Compare(a.OK, b.OK), cmp.Compare(a.Invoke, b.Invoke))
+			return cmp.Or(cmp.Compare(a.OK, b.OK), cmp.Compare(a.Invoke, b.Invoke), cmp.Compare(a.Index, b.Index))
 		})
 		// best[i] is the best two among grants[:i].
 		best := make([]bestTwo, len(grants)+1)
@@ -41,8 +43,9 @@ func checkLeaseSafety(keys []*keyFacts, faults []Fault) LeaseSafety {
 		for i, b := range grants {
 			candidates := best[i]
 			if b.OK >= b.CertainEnd {
-				settled := sort.Search(len(grants), func(j int) bool { return grants[j].OK > b.Invoke })
-				candidates = best[min(settled, i)]
+				settled := sort.Search(len(grants), func(j int) bool { return grants[j].OK >= b.Invoke })
+				live := sort.Search(len(grants), func(j int) bool { return grants[j].OK >= b.CertainEnd })
+				candidates = best[min(max(settled, live), i)]
 			}
 			a, ok := candidates.other(grants, b.Process)
 			if !ok || b.OK >= a.CertainEnd {

@@ -20,67 +20,67 @@ func TestLeaseSafety(t *testing.T) {
 		{
 			name: "sequential grants",
 			history: func(b *builder) {
-				b.cycle(0, 0, 0, 1, "r1").cycle(1, 10, 1, 2, "r2").cycle(2, 20, 2, 3, "r3")
+				b.Cycle(0, 0, 0, 1, "r1").Cycle(1, 10, 1, 2, "r2").Cycle(2, 20, 2, 3, "r3")
 			},
 		},
 		{
 			name: "paused holder whose lease expired is no violation",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).nemesis(5, history.NemPause, "c0", "", "")
-				b.acquireFail(1, 50, 51).acquire(1, 110, 111, 2).release(1, 150, 151)
-				b.nemesis(300, history.NemResume, "c0", "", "").release(0, 301, 302)
+				b.Acquire(0, 0, 1, 1).Nemesis(5, history.NemPause, "c0", "", "")
+				b.AcquireFail(1, 50, 51).Acquire(1, 110, 111, 2).Release(1, 150, 151)
+				b.Nemesis(300, history.NemResume, "c0", "", "").Release(0, 301, 302)
 			},
 		},
 		{
 			name: "a late DEL release frees another client's lease",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).nemesis(5, history.NemPause, "c0", "", "")
-				b.acquire(1, 110, 111, 2)
+				b.Acquire(0, 0, 1, 1).Nemesis(5, history.NemPause, "c0", "", "")
+				b.Acquire(1, 110, 111, 2)
 				// c0 wakes up and deletes c1's key; c2 gets the lock.
-				b.nemesis(115, history.NemResume, "c0", "", "").release(0, 120, 121)
-				b.acquire(2, 125, 126, 3).release(2, 130, 131)
-				b.release(1, 200, 201)
+				b.Nemesis(115, history.NemResume, "c0", "", "").Release(0, 120, 121)
+				b.Acquire(2, 125, 126, 3).Release(2, 130, 131)
+				b.Release(1, 200, 201)
 			},
 			violations: [][2]history.Process{{2, 1}},
 		},
 		{
 			name: "overlapping acquires both granted",
 			history: func(b *builder) {
-				b.acquire(0, 0, 10, 1).acquire(1, 5, 8, 2)
-				b.release(0, 20, 21).release(1, 22, 23)
+				b.Acquire(0, 0, 10, 1).Acquire(1, 5, 8, 2)
+				b.Release(0, 20, 21).Release(1, 22, 23)
 			},
 			violations: [][2]history.Process{{0, 1}},
 		},
 		{
 			name: "a grant after the earlier lease's release",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).acquire(1, 5, 60, 2).release(0, 50, 51).release(1, 70, 71)
+				b.Acquire(0, 0, 1, 1).Acquire(1, 5, 60, 2).Release(0, 50, 51).Release(1, 70, 71)
 			},
 		},
 		{
 			name: "a grant after the lease expired",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).acquire(1, 150, 151, 2).release(1, 160, 161)
+				b.Acquire(0, 0, 1, 1).Acquire(1, 150, 151, 2).Release(1, 160, 161)
 			},
 		},
 		{
 			name: "an extend pushes the lease out",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).extend(0, 80, 81, 100)
-				b.acquire(1, 150, 151, 2).release(1, 160, 161)
+				b.Acquire(0, 0, 1, 1).Extend(0, 80, 81, 100)
+				b.Acquire(1, 150, 151, 2).Release(1, 160, 161)
 			},
 			violations: [][2]history.Process{{1, 0}},
 		},
 		{
 			name: "the clock allowance keeps a grant at the edge of the lease",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).acquire(1, 98.5, 99, 2)
+				b.Acquire(0, 0, 1, 1).Acquire(1, 98.5, 99, 2)
 			},
 		},
 		{
 			name: "without allowance the same grant is a violation",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).acquire(1, 98.5, 99, 2)
+				b.Acquire(0, 0, 1, 1).Acquire(1, 98.5, 99, 2)
 			},
 			opts:       Options{ClockAllowance: func(int64) int64 { return 0 }},
 			violations: [][2]history.Process{{1, 0}},
@@ -88,8 +88,8 @@ func TestLeaseSafety(t *testing.T) {
 		{
 			name: "a killed holder's lease still binds",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).nemesis(20, history.NemKill, "c0", "", "")
-				b.acquire(1, 40, 50, 2).release(1, 60, 61)
+				b.Acquire(0, 0, 1, 1).Nemesis(20, history.NemKill, "c0", "", "")
+				b.Acquire(1, 40, 50, 2).Release(1, 60, 61)
 			},
 			violations: [][2]history.Process{{1, 0}},
 			faults:     []string{"kill c0"},
@@ -97,22 +97,22 @@ func TestLeaseSafety(t *testing.T) {
 		{
 			name: "a retired holder's lease still binds",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).op(0, history.FRead, 2, nil, 30, history.Info, nil)
-				b.acquire(1, 40, 50, 2).release(1, 60, 61)
+				b.Acquire(0, 0, 1, 1).Op(0, history.FRead, 2, nil, 30, history.Info, nil)
+				b.Acquire(1, 40, 50, 2).Release(1, 60, 61)
 			},
 			violations: [][2]history.Process{{1, 0}},
 		},
 		{
 			name: "the same process granted again is no violation",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).acquire(0, 10, 11, 2).release(0, 20, 21)
+				b.Acquire(0, 0, 1, 1).Acquire(0, 10, 11, 2).Release(0, 20, 21)
 			},
 		},
 		{
 			name: "the later grant is paired with the longest live lease",
 			history: func(b *builder) {
-				b.acquire(0, 0, 1, 1).release(0, 5, 6)
-				b.acquire(1, 10, 11, 2).acquire(2, 20, 21, 3)
+				b.Acquire(0, 0, 1, 1).Release(0, 5, 6)
+				b.Acquire(1, 10, 11, 2).Acquire(2, 20, 21, 3)
 			},
 			violations: [][2]history.Process{{2, 1}},
 		},
@@ -121,7 +121,7 @@ func TestLeaseSafety(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBuilder("fenced")
 			tt.history(b)
-			r := Check(b.build(t), nil, tt.opts)
+			r := Check(b.Build(t), nil, tt.opts)
 			ls := r.Checks.LeaseSafety
 			require.Equal(t, len(tt.violations), ls.Violations, "%+v", ls.Evidence)
 			assert.Equal(t, len(tt.violations) == 0, ls.Valid)
@@ -141,10 +141,10 @@ func TestLeaseSafety(t *testing.T) {
 
 func TestGrantBounds(t *testing.T) {
 	b := newBuilder("fenced")
-	b.acquire(0, 0, 1, 1).extend(0, 50, 51, 100).release(0, 120, 121)
-	b.acquire(1, 130, 131, 2).nemesis(140, history.NemKill, "c1", "", "")
-	b.acquire(2, 300, 301, 3)
-	h := b.build(t)
+	b.Acquire(0, 0, 1, 1).Extend(0, 50, 51, 100).Release(0, 120, 121)
+	b.Acquire(1, 130, 131, 2).Nemesis(140, history.NemKill, "c1", "", "")
+	b.Acquire(2, 300, 301, 3)
+	h := b.Build(t)
 	f := scan(h, DefaultClockAllowance)
 	require.Len(t, f.keys, 1)
 	g := f.keys[0].grants
@@ -163,14 +163,14 @@ func TestGrantBounds(t *testing.T) {
 // pushes nothing out: a grant after the original expiry is no violation.
 func TestLeaseSafetyRefusedExtendPushesNothing(t *testing.T) {
 	b := newBuilder("unfenced")
-	b.acquire(0, 0, 1, 1)
-	b.op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(false), TTLms: 100})
-	b.acquire(1, 150, 151, 2)
-	assert.Zero(t, b.check(t).Checks.LeaseSafety.Violations)
+	b.Acquire(0, 0, 1, 1)
+	b.Op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(false), TTLms: 100})
+	b.Acquire(1, 150, 151, 2)
+	assert.Zero(t, check(t, b).Checks.LeaseSafety.Violations)
 
 	b = newBuilder("unfenced")
-	b.acquire(0, 0, 1, 1)
-	b.op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(true), TTLms: 100})
-	b.acquire(1, 150, 151, 2)
-	assert.Equal(t, 1, b.check(t).Checks.LeaseSafety.Violations, "an accepted extend keeps the lease live until 190 ms")
+	b.Acquire(0, 0, 1, 1)
+	b.Op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(true), TTLms: 100})
+	b.Acquire(1, 150, 151, 2)
+	assert.Equal(t, 1, check(t, b).Checks.LeaseSafety.Violations, "an accepted extend keeps the lease live until 190 ms")
 }

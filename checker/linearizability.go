@@ -20,10 +20,13 @@ const (
 	LinearizabilityUnknown = "unknown"
 )
 
+// minSegmentOps is the length a segment reaches before it is cut at the
+// next quiescent point; shorter segments would only add overhead. Tests cut
+// small histories at every quiescent point to hold the cuts against the
+// whole history.
+var minSegmentOps = 500
+
 const (
-	// minSegmentOps is the length a segment reaches before it is cut at the
-	// next quiescent point; shorter segments would only add overhead.
-	minSegmentOps = 500
 	// maxSegmentOps bounds what is handed to porcupine. Its cache clones a
 	// bitset of the segment's length for every step, so memory grows with
 	// the square of the length; a longer segment (one with no quiescent

@@ -16,7 +16,7 @@ import (
 // wrote, alternating over three processes.
 func chain(b *builder, n int) *builder {
 	for i := 0; i < n; i++ {
-		b.cycle(history.Process(i%3), float64(10*i), int64(i), int64(i+1), "")
+		b.Cycle(history.Process(i%3), float64(10*i), int64(i), int64(i+1), "")
 	}
 	return b
 }
@@ -25,9 +25,9 @@ func chain(b *builder, n int) *builder {
 // then c1 reading 1 and writing 2 (req "b").
 func infoWrite() *builder {
 	b := newBuilder("fenced")
-	b.acquire(0, 0, 1, 1).read(0, 2, 3, 0)
-	b.write(0, 4, 50, 1, 0, 1, "a", history.Info, false, 0)
-	b.acquire(1, 200, 201, 2).rmw(1, 202, 205, 1, 1, 2, "b").release(1, 206, 207)
+	b.Acquire(0, 0, 1, 1).Read(0, 2, 3, 0)
+	b.Write(0, 4, 50, 1, 0, 1, "a", history.Info, false, 0)
+	b.Acquire(1, 200, 201, 2).RMW(1, 202, 205, 1, 1, 2, "b").Release(1, 206, 207)
 	return b
 }
 
@@ -52,8 +52,8 @@ func TestLinearizability(t *testing.T) {
 		},
 		{
 			name: "two clients wrote the same value over the same read",
-			b: newBuilder("unfenced").cycle(0, 0, 0, -1, "").
-				acquire(1, 10, 11, -1).rmw(1, 12, 16, 0, 1, -1, "").release(1, 18, 19),
+			b: newBuilder("unfenced").Cycle(0, 0, 0, -1, "").
+				Acquire(1, 10, 11, -1).RMW(1, 12, 16, 0, 1, -1, "").Release(1, 18, 19),
 			result: NotLinearizable, ops: 2, segments: 1,
 		},
 		{
@@ -68,15 +68,15 @@ func TestLinearizability(t *testing.T) {
 		},
 		{
 			name: "a read-only operation must see the last write",
-			b: newBuilder("fenced").cycle(0, 0, 0, 1, "").
-				acquire(1, 10, 11, 2).read(1, 12, 13, 0).release(1, 14, 15),
+			b: newBuilder("fenced").Cycle(0, 0, 0, 1, "").
+				Acquire(1, 10, 11, 2).Read(1, 12, 13, 0).Release(1, 14, 15),
 			result: NotLinearizable, ops: 2, segments: 1,
 		},
 		{
 			name: "a read after a skipped write sees the old value",
-			b: newBuilder("fenced").cycle(0, 0, 0, 1, "").
-				acquire(1, 10, 11, 2).read(1, 12, 13, 1).release(1, 14, 15).
-				cycle(2, 20, 1, 3, ""),
+			b: newBuilder("fenced").Cycle(0, 0, 0, 1, "").
+				Acquire(1, 10, 11, 2).Read(1, 12, 13, 1).Release(1, 14, 15).
+				Cycle(2, 20, 1, 3, ""),
 			result: Linearizable, ops: 3, segments: 1,
 		},
 		{
@@ -104,13 +104,13 @@ func TestLinearizability(t *testing.T) {
 		{
 			name: "a stale read after the cut is caught from the carried state",
 			b: chain(newBuilder("fenced"), 1100).
-				acquire(1, 20000, 20001, 2000).read(1, 20002, 20003, 500).release(1, 20004, 20005),
+				Acquire(1, 20000, 20001, 2000).Read(1, 20002, 20003, 500).Release(1, 20004, 20005),
 			result: NotLinearizable, ops: 1101, segments: 3,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Check(tt.b.build(t), tt.log, Options{})
+			r := Check(tt.b.Build(t), tt.log, Options{})
 			l := r.Checks.Linearizability
 			assert.Equal(t, tt.result, l.Result, l.Detail)
 			assert.Equal(t, tt.ops, l.Operations)
@@ -129,8 +129,8 @@ func TestLinearizability(t *testing.T) {
 
 func TestLinearizabilityWindowIsTheFailingSegment(t *testing.T) {
 	b := chain(newBuilder("fenced"), 1100)
-	b.acquire(1, 20000, 20001, 2000).read(1, 20002, 20003, 500).release(1, 20004, 20005)
-	l := b.check(t).Checks.Linearizability
+	b.Acquire(1, 20000, 20001, 2000).Read(1, 20002, 20003, 500).Release(1, 20004, 20005)
+	l := check(t, b).Checks.Linearizability
 	require.NotNil(t, l.Window)
 	// The third segment starts with cycle 1000, whose read is invoked 2 ms
 	// into its 10 ms turn.
@@ -192,14 +192,14 @@ func TestLinearizabilityUnknownIsNoPass(t *testing.T) {
 		checkSegmentTimeout = func(porcupine.Model, []porcupine.Operation, time.Duration) porcupine.CheckResult {
 			return porcupine.Unknown
 		}
-		r := chain(newBuilder("fenced"), 3).check(t)
+		r := check(t, chain(newBuilder("fenced"), 3))
 		assert.Equal(t, LinearizabilityUnknown, r.Checks.Linearizability.Result)
 		assert.Equal(t, Unknown, r.Valid)
 		assert.Contains(t, r.Reason, "No safety check failed, but linearizability is unknown")
 		assert.Contains(t, r.Checks.Linearizability.Detail, "could not be decided within the 10s timeout")
 	})
 	t.Run("a tiny timeout", func(t *testing.T) {
-		r := Check(chain(newBuilder("fenced"), 3).build(t), nil, Options{LinearizabilityTimeout: time.Nanosecond})
+		r := Check(chain(newBuilder("fenced"), 3).Build(t), nil, Options{LinearizabilityTimeout: time.Nanosecond})
 		assert.Equal(t, LinearizabilityUnknown, r.Checks.Linearizability.Result)
 		assert.Equal(t, Unknown, r.Valid)
 	})
@@ -213,8 +213,8 @@ func TestLinearizabilityUnknownIsNoPass(t *testing.T) {
 			return restore(m, ops, d)
 		}
 		b := chain(newBuilder("fenced"), 1100)
-		b.acquire(1, 20000, 20001, 2000).read(1, 20002, 20003, 500).release(1, 20004, 20005)
-		r := b.check(t)
+		b.Acquire(1, 20000, 20001, 2000).Read(1, 20002, 20003, 500).Release(1, 20004, 20005)
+		r := check(t, b)
 		assert.Equal(t, NotLinearizable, r.Checks.Linearizability.Result)
 		assert.Equal(t, Invalid, r.Valid)
 	})
@@ -234,9 +234,9 @@ func TestLinearizabilityUnknownIsNoPass(t *testing.T) {
 
 func TestLinearizabilityVisualization(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, LinearizabilityVisualization(pausedHolder("unfenced").build(t), nil, Options{}, &buf))
+	require.NoError(t, LinearizabilityVisualization(pausedHolder("unfenced").Build(t), nil, Options{}, &buf))
 	assert.Contains(t, buf.String(), "c0 read 0, wrote 1")
 
-	err := LinearizabilityVisualization(pausedHolder("fenced").build(t), nil, Options{}, &buf)
+	err := LinearizabilityVisualization(pausedHolder("fenced").Build(t), nil, Options{}, &buf)
 	assert.ErrorIs(t, err, ErrNothingToVisualize)
 }

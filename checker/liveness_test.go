@@ -15,22 +15,22 @@ func stuckAfterKill() *builder {
 	b := newBuilder("fenced")
 	v := int64(0)
 	for ms := 0.0; ms <= 4000; ms += 100 {
-		b.cycle(0, ms, v, v+1, "")
-		b.acquireFail(1, ms+3, ms+4)
+		b.Cycle(0, ms, v, v+1, "")
+		b.AcquireFail(1, ms+3, ms+4)
 		v++
 	}
-	b.add(4150, 3, history.Invoke, history.FAcquire, nil)
-	b.nemesis(4199, history.NemFailpoint, "c3", "setnx-expire-gap", "")
-	b.nemesis(4200, history.NemKill, "c3", "setnx-expire-gap", "SIGKILL")
+	b.Add(4150, 3, history.Invoke, history.FAcquire, nil)
+	b.Nemesis(4199, history.NemFailpoint, "c3", "setnx-expire-gap", "")
+	b.Nemesis(4200, history.NemKill, "c3", "setnx-expire-gap", "SIGKILL")
 	for ms := 4300.0; ms < 20000; ms += 100 {
-		b.acquireFail(0, ms, ms+1).acquireFail(1, ms+50, ms+51)
+		b.AcquireFail(0, ms, ms+1).AcquireFail(1, ms+50, ms+51)
 	}
-	b.nemesis(20000, history.NemRunEnd, "", "", "")
-	return b.nemesis(20001, history.NemInspect, "redis-0", "", "lock-0 has no TTL (PTTL -1)")
+	b.Nemesis(20000, history.NemRunEnd, "", "", "")
+	return b.Nemesis(20001, history.NemInspect, "redis-0", "", "lock-0 has no TTL (PTTL -1)")
 }
 
 func TestLivenessStuckAfterKillAtFailpoint(t *testing.T) {
-	r := stuckAfterKill().check(t)
+	r := check(t, stuckAfterKill())
 	l := r.Checks.Liveness
 	assert.Equal(t, 41, l.Grants)
 	assert.True(t, l.StuckUntilEnd)
@@ -52,11 +52,11 @@ func TestLivenessStuckAfterKillAtFailpoint(t *testing.T) {
 
 func TestLivenessStatistics(t *testing.T) {
 	b := newBuilder("fenced")
-	b.cycle(0, 0, 0, 1, "").cycle(1, 10, 1, 2, "").cycle(2, 20, 2, 3, "")
-	b.acquire(0, 30, 35, 4).release(0, 36, 37)
-	b.acquireFail(1, 31, 32).op(2, history.FAcquire, 33, nil, 34, history.Info, nil)
-	b.nemesis(1000, history.NemRunEnd, "", "", "")
-	l := b.check(t).Checks.Liveness
+	b.Cycle(0, 0, 0, 1, "").Cycle(1, 10, 1, 2, "").Cycle(2, 20, 2, 3, "")
+	b.Acquire(0, 30, 35, 4).Release(0, 36, 37)
+	b.AcquireFail(1, 31, 32).Op(2, history.FAcquire, 33, nil, 34, history.Info, nil)
+	b.Nemesis(1000, history.NemRunEnd, "", "", "")
+	l := check(t, b).Checks.Liveness
 	assert.Equal(t, 4, l.Grants)
 	assert.InDelta(t, 4/1.0, l.GrantsPerSec, 1e-9)
 	assert.Equal(t, 1.0, l.AcquireP50Ms)
@@ -80,40 +80,40 @@ func TestStallReason(t *testing.T) {
 	}{
 		{
 			name: "a stall that ended while the holder was paused",
-			b: pausedHolder("fenced").nemesis(310, history.NemRunEnd, "", "", "").
-				nemesis(311, history.NemInspect, "redis-0", "", "lock-0 is free"),
+			b: pausedHolder("fenced").Nemesis(310, history.NemRunEnd, "", "", "").
+				Nemesis(311, history.NemInspect, "redis-0", "", "lock-0 is free"),
 			reason: "nobody was granted lock-0 for 110 ms from 0.00s while c0, paused, held its lease",
 		},
 		{
 			name: "a stall that ended during a fault of the lock service",
-			b: newBuilder("fenced").cycle(0, 0, 0, 1, "").nemesis(15, history.NemPause, "redis-0", "", "").
-				acquire(1, 20, 80, 2).release(1, 85, 86).nemesis(90, history.NemResume, "redis-0", "", ""),
+			b: newBuilder("fenced").Cycle(0, 0, 0, 1, "").Nemesis(15, history.NemPause, "redis-0", "", "").
+				Acquire(1, 20, 80, 2).Release(1, 85, 86).Nemesis(90, history.NemResume, "redis-0", "", ""),
 			reason: "nobody was granted lock-0 for 79 ms from 0.00s while redis-0 was paused",
 		},
 		{
 			name: "a stall that ended after a kill at a failpoint leaves out the end-of-run inspection",
-			b: newBuilder("fenced").cycle(0, 0, 0, 1, "").add(20, 3, history.Invoke, history.FAcquire, nil).
-				nemesis(21, history.NemKill, "c3", "setnx-expire-gap", "").acquireFail(1, 30, 31).
-				acquire(1, 200, 210, 2).release(1, 220, 221).
-				nemesis(300, history.NemRunEnd, "", "", "").nemesis(301, history.NemInspect, "redis-0", "", "lock-0 is free"),
+			b: newBuilder("fenced").Cycle(0, 0, 0, 1, "").Add(20, 3, history.Invoke, history.FAcquire, nil).
+				Nemesis(21, history.NemKill, "c3", "setnx-expire-gap", "").AcquireFail(1, 30, 31).
+				Acquire(1, 200, 210, 2).Release(1, 220, 221).
+				Nemesis(300, history.NemRunEnd, "", "", "").Nemesis(301, history.NemInspect, "redis-0", "", "lock-0 is free"),
 			reason: "c3 was killed between SETNX and EXPIRE at 0.02s; the lock key was left with no TTL and nobody got the lock for 189 ms",
 		},
 		{
 			name:   "a stall that ended with no fault in force has no reason",
-			b:      newBuilder("fenced").cycle(0, 0, 0, 1, "").acquire(1, 20, 80, 2).release(1, 85, 86),
+			b:      newBuilder("fenced").Cycle(0, 0, 0, 1, "").Acquire(1, 20, 80, 2).Release(1, 85, 86),
 			reason: "",
 		},
 		{
 			name: "a lock stuck until the end says what the nemesis inspected",
-			b: newBuilder("fenced").acquire(0, 0, 1, 1).acquireFail(1, 10, 11).acquireFail(1, 250, 251).
-				nemesis(300, history.NemRunEnd, "", "", "").nemesis(301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
+			b: newBuilder("fenced").Acquire(0, 0, 1, 1).AcquireFail(1, 10, 11).AcquireFail(1, 250, 251).
+				Nemesis(300, history.NemRunEnd, "", "", "").Nemesis(301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
 			stuck:  true,
 			reason: "nobody got the lock from 0.00s to the end of the run although clients kept trying; at the end of the run: lock-0 has PTTL 900",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := tt.b.check(t).Checks.Liveness
+			l := check(t, tt.b).Checks.Liveness
 			require.NotNil(t, l.Stall)
 			assert.Equal(t, tt.stuck, l.StuckUntilEnd)
 			assert.Equal(t, tt.reason, l.StallReason)
@@ -125,9 +125,9 @@ func TestStallReason(t *testing.T) {
 // a stuck lock: a working lock is granted again within a lease.
 func TestLivenessShortFinalGapIsNotStuck(t *testing.T) {
 	b := newBuilder("unfenced")
-	b.cycle(0, 100, 1, 1, "0-1")
-	b.acquireFail(1, 130, 131)
-	b.nemesis(150, history.NemRunEnd, "", "", "interrupted")
-	l := b.check(t).Checks.Liveness
+	b.Cycle(0, 100, 1, 1, "0-1")
+	b.AcquireFail(1, 130, 131)
+	b.Nemesis(150, history.NemRunEnd, "", "", "interrupted")
+	l := check(t, b).Checks.Liveness
 	assert.False(t, l.StuckUntilEnd, "a 40 ms gap under a 100 ms lease is not stuck")
 }

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -26,6 +27,12 @@ type beliefEdge struct {
 func checkDoubleOwnership(keys []*keyFacts, faults []Fault, outcomes *outcomes) DoubleOwnership {
 	var res DoubleOwnership
 	for _, k := range keys {
+		if len(k.attempts) == 0 {
+			// No acquire names this key: the writes on it are tied to no
+			// lock (a history that names the resource, not the lock).
+			res.UntiedWrites += len(k.writes)
+			continue
+		}
 		writes := slices.Clone(k.writes)
 		slices.SortFunc(writes, func(a, b writeOp) int { return cmp.Compare(a.invoke, b.invoke) })
 		for _, w := range mergedWindows(k) {
@@ -52,6 +59,10 @@ func checkDoubleOwnership(keys []*keyFacts, faults []Fault, outcomes *outcomes) 
 				res.List = append(res.List, w)
 			}
 		}
+	}
+	if res.UntiedWrites > 0 {
+		res.State = StateUnknown
+		res.StateReason = fmt.Sprintf("%s on keys no acquire names; a read or write is tied to the lock of its own key", count(res.UntiedWrites, "write is", "writes are"))
 	}
 	return res
 }

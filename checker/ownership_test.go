@@ -15,12 +15,12 @@ import (
 func pausedHolder(workload string) *builder {
 	fenced := workload == "fenced"
 	b := newBuilder(workload)
-	b.acquire(0, 0, 1, 1).read(0, 2, 3, 0).nemesis(5, history.NemPause, "c0", "", "")
-	b.acquireFail(1, 50, 51).acquire(1, 110, 111, 2)
-	b.rmw(1, 112, 115, 0, 0, 2, "r2").release(1, 120, 121)
-	b.nemesis(300, history.NemResume, "c0", "", "")
-	b.write(0, 301, 302, 1, 0, 1, "r1", history.OK, !fenced, 1)
-	return b.release(0, 303, 304)
+	b.Acquire(0, 0, 1, 1).Read(0, 2, 3, 0).Nemesis(5, history.NemPause, "c0", "", "")
+	b.AcquireFail(1, 50, 51).Acquire(1, 110, 111, 2)
+	b.RMW(1, 112, 115, 0, 0, 2, "r2").Release(1, 120, 121)
+	b.Nemesis(300, history.NemResume, "c0", "", "")
+	b.Write(0, 301, 302, 1, 0, 1, "r1", history.OK, !fenced, 1)
+	return b.Release(0, 303, 304)
 }
 
 // pausedThrough3 is pausedHolder with three clients granted the lock one
@@ -28,13 +28,13 @@ func pausedHolder(workload string) *builder {
 func pausedThrough3(workload string) *builder {
 	fenced := workload == "fenced"
 	b := newBuilder(workload)
-	b.acquire(0, 0, 1, 1).read(0, 2, 3, 0).nemesis(5, history.NemPause, "c0", "", "")
-	b.acquire(1, 110, 111, 2).rmw(1, 112, 115, 0, 0, 2, "r2").release(1, 120, 121)
-	b.acquire(2, 125, 126, 3).rmw(2, 127, 130, 1, 1, 3, "r3").release(2, 132, 133)
-	b.acquire(3, 140, 141, 4).release(3, 150, 151)
-	b.nemesis(300, history.NemResume, "c0", "", "")
-	b.write(0, 301, 302, 1, 0, 1, "r1", history.OK, !fenced, 2)
-	return b.release(0, 303, 304)
+	b.Acquire(0, 0, 1, 1).Read(0, 2, 3, 0).Nemesis(5, history.NemPause, "c0", "", "")
+	b.Acquire(1, 110, 111, 2).RMW(1, 112, 115, 0, 0, 2, "r2").Release(1, 120, 121)
+	b.Acquire(2, 125, 126, 3).RMW(2, 127, 130, 1, 1, 3, "r3").Release(2, 132, 133)
+	b.Acquire(3, 140, 141, 4).Release(3, 150, 151)
+	b.Nemesis(300, history.NemResume, "c0", "", "")
+	b.Write(0, 301, 302, 1, 0, 1, "r1", history.OK, !fenced, 2)
+	return b.Release(0, 303, 304)
 }
 
 func TestDoubleOwnership(t *testing.T) {
@@ -47,7 +47,7 @@ func TestDoubleOwnership(t *testing.T) {
 	}{
 		{
 			name:    "sequential owners never overlap",
-			b:       newBuilder("unfenced").cycle(0, 0, 0, 1, "r1").cycle(1, 10, 1, 2, "r2").cycle(0, 20, 2, 3, "r3"),
+			b:       newBuilder("unfenced").Cycle(0, 0, 0, 1, "r1").Cycle(1, 10, 1, 2, "r2").Cycle(0, 20, 2, 3, "r3"),
 			verdict: Valid,
 		},
 		{
@@ -82,9 +82,9 @@ func TestDoubleOwnership(t *testing.T) {
 		},
 		{
 			name: "two separate episodes are two windows",
-			b: pausedHolder("fenced").acquire(2, 400, 401, 3).nemesis(405, history.NemPause, "c2", "", "").
-				acquire(1, 510, 511, 4).release(1, 520, 521).
-				nemesis(600, history.NemResume, "c2", "", "").release(2, 603, 604),
+			b: pausedHolder("fenced").Acquire(2, 400, 401, 3).Nemesis(405, history.NemPause, "c2", "", "").
+				Acquire(1, 510, 511, 4).Release(1, 520, 521).
+				Nemesis(600, history.NemResume, "c2", "", "").Release(2, 603, 604),
 			windows: []Window{
 				{
 					Key: lockKey, Start: at(111), End: at(120), Ms: 9, Processes: []history.Process{0, 1},
@@ -97,25 +97,25 @@ func TestDoubleOwnership(t *testing.T) {
 		},
 		{
 			name: "one process's grants in sequence never overlap",
-			b: newBuilder("fenced").acquire(0, 0, 1, 1).acquire(0, 10, 11, 2).rmw(0, 12, 14, 0, 0, 2, "r1").
-				acquire(0, 20, 21, 3).release(0, 30, 31).cycle(0, 40, 1, 4, "r2"),
+			b: newBuilder("fenced").Acquire(0, 0, 1, 1).Acquire(0, 10, 11, 2).RMW(0, 12, 14, 0, 0, 2, "r1").
+				Acquire(0, 20, 21, 3).Release(0, 30, 31).Cycle(0, 40, 1, 4, "r2"),
 			verdict: Valid,
 		},
 		{
 			name:    "a hand-over at one instant is no overlap",
-			b:       newBuilder("fenced").acquire(0, 0, 1, 1).release(0, 10, 11).acquire(1, 5, 10, 2).release(1, 20, 21),
+			b:       newBuilder("fenced").Acquire(0, 0, 1, 1).Release(0, 10, 11).Acquire(1, 5, 10, 2).Release(1, 20, 21),
 			verdict: Valid,
 		},
 		{
 			name: "a killed holder believes nothing",
-			b: newBuilder("unfenced").acquire(0, 0, 1, 1).nemesis(5, history.NemKill, "c0", "", "").
-				acquire(1, 150, 151, 2).release(1, 160, 161),
+			b: newBuilder("unfenced").Acquire(0, 0, 1, 1).Nemesis(5, history.NemKill, "c0", "", "").
+				Acquire(1, 150, 151, 2).Release(1, 160, 161),
 			verdict: Valid,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := tt.b.check(t)
+			r := check(t, tt.b)
 			d := r.Checks.DoubleOwnership
 			require.Len(t, d.List, len(tt.windows))
 			assert.Equal(t, tt.windows, d.List)
@@ -134,7 +134,7 @@ func TestDoubleOwnership(t *testing.T) {
 }
 
 func TestReasonOfAMergedWindow(t *testing.T) {
-	r := pausedThrough3("unfenced").check(t)
+	r := check(t, pausedThrough3("unfenced"))
 	assert.Equal(t, Invalid, r.Valid)
 	assert.Equal(t, "c0 held lock-0 through a 295 ms pause while c1, c2 and c3 were granted it: two clients believed they held it "+
 		"for 39 ms, and the resource accepted 2 writes of theirs without fencing; "+

@@ -19,6 +19,9 @@ func explain(r *Result, fenced bool) string {
 	case Invalid:
 		return sentence(x.anomalies())
 	case Unknown:
+		if reasons := modelUnknownReasons(&r.Checks, fenced); len(reasons) > 0 {
+			return sentence([]string{"No safety check failed, but " + strings.Join(reasons, "; ")})
+		}
 		return sentence([]string{"No safety check failed, but linearizability is unknown: " + r.Checks.Linearizability.Detail})
 	}
 	return sentence([]string{x.noAnomaly()})
@@ -32,7 +35,23 @@ func sentence(parts []string) string {
 }
 
 // relSeconds formats a time relative to the start of the history: "4.20s".
-func relSeconds(ns int64) string { return fmt.Sprintf("%.2fs", float64(ns)/1e9) }
+func relSeconds(ns int64) string { return relSecondsDigits(ns, 2) }
+
+func relSecondsDigits(ns int64, digits int) string {
+	return fmt.Sprintf("%.*fs", digits, float64(ns)/1e9)
+}
+
+// relSecondsApart formats two times relative to the start of the history,
+// with as many decimals as it takes (two to nine) for times that differ to
+// read differently: "1.00s" and "1.000000001s", never "1.00s" twice.
+func relSecondsApart(a, b int64) (string, string) {
+	for digits := 2; ; digits++ {
+		sa, sb := relSecondsDigits(a, digits), relSecondsDigits(b, digits)
+		if sa != sb || a == b || digits == 9 {
+			return sa, sb
+		}
+	}
+}
 
 // lasting formats a duration: "612 ms" or "15.8s".
 func lasting(ns int64) string {
@@ -75,15 +94,27 @@ func (x explainer) anomalies() []string {
 }
 
 func (x explainer) leaseViolation(v LeaseViolation) string {
+	granted, until := relSecondsApart(v.Later.OK-x.r.Span.Start, v.Earlier.CertainEnd-x.r.Span.Start)
 	s := fmt.Sprintf("%s was granted %s%s at %s while %s's lease%s was certainly live",
-		v.Later.Process, v.Key, onNodes(v.Later.Nodes), x.at(v.Later.OK), v.Earlier.Process, onNodes(v.Earlier.Nodes))
+		v.Later.Process, v.Key, onNodes(v.Later.Nodes), granted, v.Earlier.Process, onNodes(v.Earlier.Nodes))
 	if v.Earlier.CertainEnd <= x.r.Span.End {
-		s += " until " + x.at(v.Earlier.CertainEnd)
+		s += " until " + until
 	}
 	if f := leaseFault(faultsDuring(x.r.Faults, v.Earlier.OK, v.Later.OK), v); f != nil {
-		s += " (" + faultPhrase(*f) + ")"
+		s += " (" + faultPhraseAt(*f, v.Later.OK) + ")"
 	}
 	return s
+}
+
+// faultPhraseAt says what a fault did as of the moment at: a fault that
+// lasts (a pause, a partition) is "while" only when it was in force at that
+// moment; one that had healed before is "N after the pause of c3 healed".
+func faultPhraseAt(f Fault, at int64) string {
+	lasts := f.Kind == history.NemPause || f.Kind == history.NemPartition
+	if lasts && f.End > f.Start && f.End < at {
+		return fmt.Sprintf("%s after the %s of %s healed", lasting(at-f.End), f.Kind, f.Target)
+	}
+	return faultPhrase(f)
 }
 
 // onNodes names the nodes a multi-node lock was won on: " on redlock-1,

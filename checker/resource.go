@@ -2,6 +2,7 @@ package checker
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -71,9 +72,10 @@ func checkResource(entries []history.ResourceEntry, source string) ResourceSafet
 func bySeq(a, b history.ResourceEntry) int { return cmp.Compare(a.Seq, b.Seq) }
 
 // entriesFromHistory stands in for a missing resource log: every write that
-// completed ok, in completion order, as the client saw it.
-func entriesFromHistory(keys []*keyFacts) []history.ResourceEntry {
-	var entries []history.ResourceEntry
+// completed ok, in completion order, as the client saw it. unjudged counts
+// the accepted ones a lost update cannot be judged on: no prev in the
+// write's ok, or no value it was computed from.
+func entriesFromHistory(keys []*keyFacts) (entries []history.ResourceEntry, unjudged int) {
 	for _, k := range keys {
 		for i := range k.writes {
 			w := &k.writes[i]
@@ -93,16 +95,29 @@ func entriesFromHistory(keys []*keyFacts) []history.ResourceEntry {
 			if w.value != nil {
 				e.Value = *w.value
 			}
-			// Without the value it replaced, a write cannot be judged lost.
+			// Without the value it replaced, or the value it was computed
+			// from, a write cannot be judged lost.
 			e.Prev = e.Read
-			if w.prev != nil {
+			if w.prev != nil && (w.read != nil || w.hasFrom) {
 				e.Prev = *w.prev
+			} else if e.Accepted {
+				unjudged++
 			}
 			entries = append(entries, e)
 		}
 	}
 	slices.SortFunc(entries, bySeq)
-	return entries
+	return entries, unjudged
+}
+
+// withUnjudged makes the resource check unknown when writes it should judge
+// could not be: a lost update among them would go unseen.
+func (r *ResourceSafety) withUnjudged(unjudged int) {
+	r.Unjudged = unjudged
+	if unjudged > 0 && r.State == "" {
+		r.State = StateUnknown
+		r.StateReason = fmt.Sprintf("%s accepted with no resource log and no prev (or no read) to judge a lost update by", count(unjudged, "write was", "writes were"))
+	}
 }
 
 // outcome is what became of a write.

@@ -104,7 +104,7 @@ func TestResourceSafety(t *testing.T) {
 
 func TestResourceSource(t *testing.T) {
 	t.Run("from the history when there is no log", func(t *testing.T) {
-		r := pausedHolder("unfenced").check(t)
+		r := check(t, pausedHolder("unfenced"))
 		res := r.Checks.Resource
 		assert.Equal(t, SourceHistory, res.Source)
 		assert.Equal(t, 1, res.LostUpdates)
@@ -115,14 +115,14 @@ func TestResourceSource(t *testing.T) {
 			"and the resource accepted 1 write of theirs without fencing; c0's write with fence 1 overwrote a value it had not read (lost update).", r.Reason)
 	})
 	t.Run("refused stale write from the history", func(t *testing.T) {
-		r := pausedHolder("fenced").check(t)
+		r := check(t, pausedHolder("fenced"))
 		res := r.Checks.Resource
 		assert.Equal(t, 1, res.StaleWritesRefused)
 		assert.True(t, res.Valid)
 		assert.Equal(t, Valid, r.Valid, r.Reason)
 	})
 	t.Run("the resource log wins over what the client saw", func(t *testing.T) {
-		h := pausedHolder("fenced").build(t)
+		h := pausedHolder("fenced").Build(t)
 		log := []history.ResourceEntry{
 			entry(1, 1, "r2", 2, 0, 1, 0, true),
 			entry(2, 0, "r1", 1, 0, 1, 1, true),

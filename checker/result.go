@@ -60,6 +60,16 @@ type Result struct {
 	Faults []Fault `json:"faults"`
 	// Span bounds the history on CLOCK_MONOTONIC (first and last event).
 	Span Interval `json:"span"`
+	// Truncated says which input was cut off mid-line; the complete prefix
+	// was checked.
+	Truncated Truncated `json:"truncated"`
+}
+
+// Truncated says, per input file, whether its last line was cut off
+// mid-write (a run that was killed) and dropped.
+type Truncated struct {
+	History  bool `json:"history"`
+	Resource bool `json:"resource"`
 }
 
 // Checks holds one entry per check.
@@ -71,6 +81,22 @@ type Checks struct {
 	Linearizability Linearizability `json:"linearizability"`
 	Liveness        Liveness        `json:"liveness"`
 }
+
+// Applicability says whether a check could be evaluated on this history.
+// Both fields are empty for a check that was; State is "skipped" when the
+// check does not apply (no fence was handed out) and "unknown" when it
+// should apply but the history lacks what it needs, with the reason in one
+// sentence. An unknown check is never a pass.
+type Applicability struct {
+	State       string `json:"status,omitempty"`
+	StateReason string `json:"status_reason,omitempty"`
+}
+
+// States of a check that could not be evaluated.
+const (
+	StateSkipped = "skipped"
+	StateUnknown = "unknown"
+)
 
 // Interval is a span of CLOCK_MONOTONIC nanoseconds.
 type Interval struct {
@@ -109,11 +135,14 @@ type Grant struct {
 	Session string `json:"session,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
-	// extends, less the clock allowance) or the release invoke, whichever is
-	// first.
+	// extends, less the clock allowance) or the invoke of a release that
+	// may have deleted the key (ok and not accepted false, or unknown),
+	// whichever is first. A grant continued by its holder's re-entrant
+	// grant lasts as long as that one (docs/history.md).
 	CertainEnd int64 `json:"certain_end"`
 	// BeliefEnd ends the client's belief interval [OK, BeliefEnd]: release
-	// invoke, its death, a retiring info, or the end of the history.
+	// invoke, its death, a retiring info, its re-entrant grant's OK, or the
+	// end of the history.
 	BeliefEnd int64 `json:"belief_end"`
 	Index     int64 `json:"index"` // history index of the acquire ok event
 }
@@ -124,6 +153,7 @@ type LeaseSafety struct {
 	Valid      bool             `json:"valid"`
 	Violations int              `json:"violations"`
 	Evidence   []LeaseViolation `json:"evidence,omitempty"`
+	Applicability
 }
 
 // LeaseViolation is a grant to Later while Earlier's lease was certainly live.
@@ -142,6 +172,11 @@ type DoubleOwnership struct {
 	MaxMs        float64  `json:"max_ms"`
 	UnsafeWrites int      `json:"unsafe_writes"` // accepted writes by a window's processes inside it
 	List         []Window `json:"list,omitempty"`
+	// UntiedWrites are writes on a key that no acquire names: the model
+	// ties a read or write to the lock of its key, so nobody held a lock
+	// over them and they cannot be judged (the check is then unknown).
+	UntiedWrites int `json:"untied_writes,omitempty"`
+	Applicability
 }
 
 // Window is a maximal span in which at least two processes believed they
@@ -167,6 +202,11 @@ type ResourceSafety struct {
 	StaleWritesRefused  int               `json:"stale_writes_refused"`
 	Source              string            `json:"source"` // "resource-log" or "history"
 	Anomalies           []ResourceAnomaly `json:"anomalies,omitempty"`
+	// Unjudged are accepted writes that a lost update cannot be judged on:
+	// with no resource log, a write ok that carries no prev, or a write
+	// with no read before it and no read field (the check is then unknown).
+	Unjudged int `json:"unjudged,omitempty"`
+	Applicability
 }
 
 // ResourceAnomaly is one lost update or stale write.
@@ -191,6 +231,7 @@ type Fencing struct {
 	Duplicates  int            `json:"duplicates"`
 	Checked     bool           `json:"checked"` // false when no grant carried a fence
 	Anomalies   []FenceAnomaly `json:"anomalies,omitempty"`
+	Applicability
 }
 
 // FenceAnomaly is a grant whose fence did not rise above an earlier grant's.

@@ -77,9 +77,15 @@ type procState struct {
 	attemptKey *keyFacts      // key of the pending acquire
 	attemptIdx int
 
-	grantKey *keyFacts // key of the grant the process believes it holds
-	grantIdx int
-	expiry   int64 // earliest possible expiry of that grant so far
+	// held are the leases the process holds, one per key, usually none or
+	// one. A lease stays held after a release that failed or deleted
+	// nothing: the lock service still promises it until it expires.
+	held []heldLease
+	// releasing is the lease of the pending release, until its outcome
+	// says whether it ended.
+	releasing    heldLease
+	releaseAt    int64 // invoke time of that release
+	hasReleasing bool
 
 	read    readOp // last read not yet followed by a write
 	readKey *keyFacts
@@ -87,6 +93,48 @@ type procState struct {
 
 	writeKey *keyFacts // key of the pending write
 	writeIdx int
+}
+
+// heldLease is a grant whose lease has not ended yet.
+type heldLease struct {
+	key    *keyFacts
+	idx    int   // of the grant in key.grants
+	expiry int64 // earliest possible expiry so far
+	// believed is set while the client relies on it: until it invokes
+	// release, retires or is killed.
+	believed bool
+	// before are the holder's earlier grants this one continues (a
+	// re-entrant acquire that was granted), latest first.
+	before []continued
+}
+
+// continued is an earlier grant of a lease that a re-entrant grant took
+// over. Its lease was certainly live until the new grant took effect (no
+// earlier than the new grant's invoke, next) and the new grant's lease
+// after that; but no longer than its own expiry, cap, when that may have
+// come before the new grant.
+type continued struct {
+	idx  int
+	cap  int64
+	next int64
+}
+
+func (l heldLease) grant() *Grant { return &l.key.grants[l.idx] }
+
+// end ends the lease at the earliest of at and its expiry, and the client's
+// belief at believedUntil if it still believed; the earlier grants it
+// continued end with it.
+func (l heldLease) end(at, believedUntil int64) {
+	g := l.grant()
+	if l.believed {
+		g.BeliefEnd = believedUntil
+	}
+	g.CertainEnd = min(at, l.expiry)
+	end := g.CertainEnd
+	for _, c := range l.before {
+		end = min(c.cap, max(c.next, end))
+		l.key.grants[c.idx].CertainEnd = end
+	}
 }
 
 type scanner struct {
@@ -174,10 +222,11 @@ func (s *scanner) nemesis(e *history.Event) {
 		if !ok {
 			return
 		}
-		// A killed client believes nothing any more and tries nothing.
-		s.endSession(ps, e.Time)
-		s.endBelief(ps, e.Time)
-		s.flushRead(ps)
+		// A killed client believes nothing any more and tries nothing;
+		// its pending release may or may not have reached the service.
+		s.endRelease(ps)
+		endSessions(ps, e.Time)
+		s.retire(ps, e.Time)
 		if ps.attemptKey != nil {
 			ps.attemptKey.attempts[ps.attemptIdx].end = e.Time
 			ps.attemptKey = nil
@@ -204,19 +253,23 @@ func (s *scanner) invoke(e *history.Event) {
 	switch e.F {
 	case history.FAcquire:
 		s.flushRead(ps)
-		// A client that asks for the lock again no longer relies on the
-		// grant it had.
-		s.endBelief(ps, e.Time)
+		// A holder that asks for the lock again (a re-entrant acquire)
+		// keeps its lease: only a grant, a release or retiring ends it.
 		k := s.key(e.Key)
 		k.attempts = append(k.attempts, attempt{invoke: e.Time, end: never})
 		ps.attemptKey, ps.attemptIdx = k, len(k.attempts)-1
 	case history.FRelease:
 		s.flushRead(ps)
-		if ps.grantKey != nil {
-			g := &ps.grantKey.grants[ps.grantIdx]
-			g.BeliefEnd = e.Time
-			g.CertainEnd = min(e.Time, ps.expiry)
-			ps.grantKey = nil
+		// The client stops relying on the lock when it lets it go; whether
+		// the lease ends waits for the release's outcome.
+		if i := ps.holding(e.Key); i >= 0 {
+			l := ps.held[i]
+			if l.believed {
+				l.grant().BeliefEnd = e.Time
+				l.believed = false
+			}
+			ps.releasing, ps.releaseAt, ps.hasReleasing = l, e.Time, true
+			ps.held = slices.Delete(ps.held, i, i+1)
 		}
 	case history.FRead:
 		s.flushRead(ps)
@@ -247,13 +300,15 @@ func (s *scanner) complete(e *history.Event) {
 	switch inv.F {
 	case history.FAcquire:
 		s.completeAcquire(ps, inv, e)
+	case history.FRelease:
+		s.completeRelease(ps, e)
 	case history.FExtend:
 		// An extend that found the lease no longer the client's (accepted
 		// false) pushes nothing out.
-		if e.Type == history.OK && ps.grantKey != nil && (e.Value == nil || e.Value.Accepted == nil || *e.Value.Accepted) {
-			g := &ps.grantKey.grants[ps.grantIdx]
-			ttl := ttlOf(e.Value, inv.Value, g.TTLms)
-			ps.expiry = max(ps.expiry, s.expiry(inv.Time, ttl))
+		if i := ps.holding(inv.Key); i >= 0 && e.Type == history.OK && confirmed(e.Value) {
+			l := &ps.held[i]
+			ttl := ttlOf(e.Value, inv.Value, l.grant().TTLms)
+			l.expiry = max(l.expiry, s.expiry(inv.Time, ttl))
 		}
 	case history.FRead:
 		if e.Type == history.OK && e.Value != nil && e.Value.Value != nil {
@@ -272,9 +327,41 @@ func (s *scanner) complete(e *history.Event) {
 	}
 	if e.Type == history.Info {
 		// The process retires: it no longer believes it holds the lock.
-		s.endSession(ps, inv.Time)
-		s.endBelief(ps, e.Time)
-		s.flushRead(ps)
+		endSessions(ps, inv.Time)
+		s.retire(ps, e.Time)
+	}
+}
+
+// confirmed reads an ok completion's "accepted": absent means yes, as a
+// hand-written history that does not say is read.
+func confirmed(v *history.Value) bool { return v == nil || v.Accepted == nil || *v.Accepted }
+
+// completeRelease decides whether a release ended its lease: an ok release
+// that deleted the key ends it at the release's invoke; one that failed or
+// reported it deleted nothing (accepted false) leaves it held until it
+// expires or a later release ends it; an unknown outcome (info) may have
+// ended it at the invoke. A lock won on several nodes reports accepted
+// false when no majority deleted the key, which some nodes may have done:
+// such a release may have ended the lease too.
+func (s *scanner) completeRelease(ps *procState, e *history.Event) {
+	if !ps.hasReleasing {
+		return
+	}
+	deletedNothing := e.Type == history.OK && !confirmed(e.Value) && len(ps.releasing.grant().Nodes) == 0
+	if e.Type == history.Fail || deletedNothing {
+		ps.held = append(ps.held, ps.releasing)
+		ps.hasReleasing = false
+		return
+	}
+	s.endRelease(ps)
+}
+
+// endRelease ends the lease of the pending release at the release's invoke,
+// the earliest moment it may have ended.
+func (s *scanner) endRelease(ps *procState) {
+	if ps.hasReleasing {
+		ps.releasing.end(ps.releaseAt, 0)
+		ps.hasReleasing = false
 	}
 }
 
@@ -299,6 +386,22 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	if k == nil {
 		k = s.key(inv.Key)
 	}
+	// A grant to a holder of the key continues its lease: the client's
+	// belief moves to the new grant, and the earlier grant's lease lasts as
+	// long as the new one's (see continued).
+	var before []continued
+	if i := ps.holding(k.key); i >= 0 {
+		old := ps.held[i]
+		if old.believed {
+			old.grant().BeliefEnd = e.Time
+		}
+		c := continued{idx: old.idx, cap: never, next: inv.Time}
+		if old.expiry < e.Time {
+			c.cap = old.expiry
+		}
+		before = append([]continued{c}, old.before...)
+		ps.held = slices.Delete(ps.held, i, i+1)
+	}
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
@@ -308,11 +411,21 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
 	}
 	k.grants = append(k.grants, g)
-	ps.grantKey, ps.grantIdx = k, len(k.grants)-1
-	ps.expiry = s.expiry(inv.Time, g.TTLms)
+	expiry := s.expiry(inv.Time, g.TTLms)
 	if g.Session != "" {
-		ps.expiry = s.sessions.end(g.Session, inv.Time, ps.expiry)
+		expiry = s.sessions.end(g.Session, inv.Time, expiry)
 	}
+	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before})
+}
+
+// holding is the index in ps.held of the lease on key, or -1.
+func (ps *procState) holding(key string) int {
+	for i := range ps.held {
+		if ps.held[i].key.key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 // ttlOf is the lease length a completion promises, else what its invoke
@@ -336,16 +449,14 @@ func (s *scanner) expiry(invoke, ttlMs int64) int64 {
 	return invoke + ttlMs*1e6 - s.allowance(ttlMs)
 }
 
-// endBelief closes the grant ps believes it holds, without a release: the
-// lease then lasts until it expires.
-func (s *scanner) endBelief(ps *procState, at int64) {
-	if ps.grantKey == nil {
-		return
+// retire ends what a process that acts no more (killed, or retired by an
+// info outcome) held: its belief at at, its leases when they expire.
+func (s *scanner) retire(ps *procState, at int64) {
+	for _, l := range ps.held {
+		l.end(never, at)
 	}
-	g := &ps.grantKey.grants[ps.grantIdx]
-	g.BeliefEnd = at
-	g.CertainEnd = ps.expiry
-	ps.grantKey = nil
+	ps.held = ps.held[:0]
+	s.flushRead(ps)
 }
 
 // flushRead records a read that no write followed as a read-only operation.
@@ -358,8 +469,9 @@ func (s *scanner) flushRead(ps *procState) {
 
 func (s *scanner) finish() {
 	for _, ps := range s.procs {
-		s.endBelief(ps, s.facts.span.End)
-		s.flushRead(ps)
+		// A release still pending may have reached the service.
+		s.endRelease(ps)
+		s.retire(ps, s.facts.span.End)
 		if ps.attemptKey != nil {
 			s.facts.acquireUnknown++
 		}

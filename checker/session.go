@@ -65,10 +65,12 @@ func (s sessionEnds) end(session string, from, after int64) int64 {
 	return end
 }
 
-// endSession ends the session lease ps holds, if it holds one, no later
-// than at: its holder was killed or gave up.
-func (s *scanner) endSession(ps *procState, at int64) {
-	if ps.grantKey != nil && ps.grantKey.grants[ps.grantIdx].Session != "" {
-		ps.expiry = min(ps.expiry, at)
+// endSessions ends the session leases ps holds no later than at: their
+// holder was killed or gave up, and its session with it.
+func endSessions(ps *procState, at int64) {
+	for i := range ps.held {
+		if ps.held[i].grant().Session != "" {
+			ps.held[i].expiry = min(ps.held[i].expiry, at)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 )
@@ -93,14 +94,27 @@ type History struct {
 	Truncated bool
 }
 
-// ParseError names the line of a history that could not be read.
+// ParseError names the file, line and rule of a history or resource log
+// that the model refuses. No verdict is drawn from such a file.
 type ParseError struct {
+	// File is the path read, or empty for a reader that is not a file (the
+	// message then says "history" or "resource log").
+	File string
 	Line int
 	Err  error
+	// resource marks an error of the resource log rather than the history.
+	resource bool
 }
 
 func (e *ParseError) Error() string {
-	return fmt.Sprintf("history line %d: %v", e.Line, e.Err)
+	file := e.File
+	if file == "" {
+		file = "history"
+		if e.resource {
+			file = "resource log"
+		}
+	}
+	return fmt.Sprintf("%s line %d: %v", file, e.Line, e.Err)
 }
 
 func (e *ParseError) Unwrap() error { return e.Err }
@@ -112,63 +126,118 @@ func ReadFile(path string) (*History, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return Read(f)
+	h, err := Read(f)
+	if pe := (*ParseError)(nil); errors.As(err, &pe) {
+		pe.File = path
+	}
+	return h, err
 }
 
-// Read reads and validates a history: a header line, then events whose
-// indices rise, whose types are known, and whose completions follow an
-// invoke of the same process.
+// Read reads and validates a history: a header line, then events that carry
+// every required field, whose indices rise, whose types and functions are
+// known, and that follow the process rules of docs/history.md: each invoke is
+// followed by exactly one completion of the same process, not timed before
+// it, and a process whose operation completed with info never acts again.
+// A last line cut off mid-write is dropped and noted in Truncated.
 func Read(r io.Reader) (*History, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	h := &History{}
-	open := map[Process]string{} // process -> f of its pending invoke
-	var lastIndex int64 = -1
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
-		complete := err == nil
-		b = bytes.TrimSpace(b)
-		if len(b) == 0 {
-			if !complete {
-				break
-			}
-			if line == 1 {
-				return nil, &ParseError{line, errors.New("empty line where the header was expected")}
-			}
-			continue
-		}
-		if line == 1 {
-			if err := decodeHeader(b, &h.Header); err != nil {
-				return nil, &ParseError{line, err}
-			}
-			if !complete {
-				break
-			}
-			continue
-		}
-		var e Event
-		if derr := json.Unmarshal(b, &e); derr != nil {
-			if !complete {
-				h.Truncated = true
-				break
-			}
-			return nil, &ParseError{line, derr}
-		}
-		if verr := validate(&e, lastIndex, open); verr != nil {
-			return nil, &ParseError{line, verr}
-		}
-		lastIndex = e.Index
-		h.Events = append(h.Events, e)
-		if !complete {
-			break
-		}
+	size := 1 << 20
+	if l, ok := r.(interface{ Len() int }); ok {
+		// A history in memory (a test's) needs no buffer larger than itself.
+		size = min(size, l.Len()+1)
 	}
+	h := &History{}
+	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
+	headerRead := false
+	truncated, err := eachLine(r, size, false, func(line int, b []byte) error {
+		if !headerRead {
+			headerRead = true
+			if line != 1 {
+				return &ParseError{Line: 1, Err: errors.New("empty line where the header was expected")}
+			}
+			return decodeHeader(b, &h.Header)
+		}
+		e := Event{Index: absent, Time: absent, Process: noProcess}
+		if err := json.Unmarshal(b, &e); err != nil {
+			return notJSON{err}
+		}
+		if err := v.check(&e); err != nil {
+			return err
+		}
+		h.Events = append(h.Events, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.Truncated = truncated
 	if len(h.Events) == 0 && h.Header.Version == 0 {
-		return nil, &ParseError{1, errors.New("empty history: no header line")}
+		return nil, &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
 	}
 	return h, nil
+}
+
+// notJSON marks a line that is not the JSON it should be: on a last line
+// with no newline, the mark of a run killed mid-write.
+type notJSON struct{ error }
+
+// eachLine calls visit with the number and the text of each line of r that
+// is not blank. A last line with no newline that visit finds is not JSON
+// ends the reading, truncated; any other error of visit stops it as a
+// ParseError of that line (of the resource log when resource is set).
+func eachLine(r io.Reader, size int, resource bool, visit func(line int, b []byte) error) (truncated bool, err error) {
+	br := bufio.NewReaderSize(r, size)
+	var long []byte
+	for line := 1; ; line++ {
+		b, complete, err := readLine(br, &long)
+		if err != nil {
+			return false, err
+		}
+		if b = bytes.TrimSpace(b); len(b) > 0 {
+			if err := visit(line, b); err != nil {
+				return lineError(err, line, complete, resource)
+			}
+		}
+		if !complete {
+			return false, nil
+		}
+	}
+}
+
+// lineError is how eachLine ends on visit's error err at line.
+func lineError(err error, line int, complete, resource bool) (truncated bool, _ error) {
+	var cut notJSON
+	switch {
+	case errors.As(err, &cut) && !complete:
+		return true, nil
+	case errors.As(err, new(*ParseError)):
+		return false, err
+	case errors.As(err, &cut):
+		err = cut.error
+	}
+	return false, &ParseError{Line: line, Err: err, resource: resource}
+}
+
+// readLine reads the next line without its newline; complete is false for
+// a last line with no newline (or none at all). The line is valid until
+// the next call: it lies in br's buffer, or in *long for a line longer
+// than that buffer.
+func readLine(br *bufio.Reader, long *[]byte) (line []byte, complete bool, err error) {
+	b, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		*long = append((*long)[:0], b...)
+		for err == bufio.ErrBufferFull {
+			b, err = br.ReadSlice('\n')
+			*long = append(*long, b...)
+		}
+		b = *long
+	}
+	switch err {
+	case nil:
+		return b, true, nil
+	case io.EOF:
+		return b, false, nil
+	}
+	return nil, false, err
 }
 
 func decodeHeader(b []byte, hd *Header) error {
@@ -188,39 +257,89 @@ func decodeHeader(b []byte, hd *Header) error {
 	return nil
 }
 
-func validate(e *Event, lastIndex int64, open map[Process]string) error {
-	if e.Index <= lastIndex {
-		return fmt.Errorf("index %d does not rise (previous %d)", e.Index, lastIndex)
-	}
-	if e.F == "" {
+// absent and noProcess fill an event's required fields before it is
+// decoded: a field still holding one after decoding was missing (or null),
+// which a zero value could not tell.
+const (
+	absent    int64   = math.MinInt64
+	noProcess Process = -2
+)
+
+// procRule is what the process rules need to know of one client process.
+type procRule struct {
+	pending  string // f of its pending invoke, "" when none
+	invoked  int64  // time of that invoke
+	retired  bool   // an operation of it completed with info
+	retireAt int64  // index of that info completion
+}
+
+// validator applies the per-event rules in history order.
+type validator struct {
+	procs     map[Process]procRule
+	lastIndex int64
+}
+
+// clientFunctions are the functions of client operations.
+var clientFunctions = map[string]bool{FAcquire: true, FRelease: true, FExtend: true, FRead: true, FWrite: true}
+
+func (v *validator) check(e *Event) error {
+	switch {
+	case e.Index == absent:
+		return errors.New(`missing "index" (every event needs one, rising line by line)`)
+	case e.Time == absent:
+		return errors.New(`missing "time" (nanoseconds on CLOCK_MONOTONIC; 0 is a time, absence is not)`)
+	case e.Process == noProcess:
+		return errors.New(`missing "process" (a client process number, or "nemesis")`)
+	case e.Type == "":
+		return errors.New(`missing "type" (invoke, ok, fail or info)`)
+	case e.F == "":
 		return errors.New(`missing "f"`)
+	case e.Index == v.lastIndex:
+		return fmt.Errorf("duplicate index %d (each event has its own index)", e.Index)
+	case e.Index < v.lastIndex:
+		return fmt.Errorf("index %d does not rise (previous %d)", e.Index, v.lastIndex)
 	}
 	switch e.Type {
-	case Invoke:
-		if e.Process == Nemesis {
-			return errors.New("the nemesis records info events, not invokes")
-		}
-		if f, ok := open[e.Process]; ok {
-			return fmt.Errorf("process %d invokes %s while its %s is still pending", e.Process, e.F, f)
-		}
-		open[e.Process] = e.F
-	case OK, Fail, Info:
-		if e.Process == Nemesis {
-			if e.Type != Info {
-				return fmt.Errorf("nemesis events must be info, got %s", e.Type)
-			}
-			return nil
-		}
-		f, ok := open[e.Process]
-		if !ok {
-			return fmt.Errorf("%s of %s by process %d has no pending invoke", e.Type, e.F, e.Process)
-		}
-		if f != e.F {
-			return fmt.Errorf("process %d completes %s but invoked %s", e.Process, e.F, f)
-		}
-		delete(open, e.Process)
+	case Invoke, OK, Fail, Info:
 	default:
 		return fmt.Errorf("unknown type %q (want invoke, ok, fail or info)", e.Type)
 	}
+	v.lastIndex = e.Index
+	if e.Process == Nemesis {
+		// Unknown nemesis verbs are accepted on purpose: a newer lockcheck
+		// adds faults, and a fault only explains a verdict, it never
+		// changes a client's lease (docs/history.md).
+		if e.Type != Info {
+			return fmt.Errorf("the nemesis records info events, not invokes or %s (nemesis events must be info)", e.Type)
+		}
+		return nil
+	}
+	if !clientFunctions[e.F] {
+		return fmt.Errorf("unknown f %q for a client operation (want acquire, release, extend, read or write)", e.F)
+	}
+	p := v.procs[e.Process]
+	if p.retired {
+		return fmt.Errorf("process %d acts after its operation completed with info at index %d (a process that got info is retired and never acts again; use a new process number)", e.Process, p.retireAt)
+	}
+	if e.Type == Invoke {
+		if p.pending != "" {
+			return fmt.Errorf("process %d invokes %s while its %s is still pending (one operation at a time per process)", e.Process, e.F, p.pending)
+		}
+		v.procs[e.Process] = procRule{pending: e.F, invoked: e.Time}
+		return nil
+	}
+	switch {
+	case p.pending == "":
+		return fmt.Errorf("%s of %s by process %d has no pending invoke (each invoke has exactly one completion, after it)", e.Type, e.F, e.Process)
+	case p.pending != e.F:
+		return fmt.Errorf("process %d completes %s but invoked %s", e.Process, e.F, p.pending)
+	case e.Time < p.invoked:
+		return fmt.Errorf("%s of %s by process %d at time %d is before its invoke at %d (a completion cannot precede its invoke)", e.Type, e.F, e.Process, e.Time, p.invoked)
+	}
+	p = procRule{}
+	if e.Type == Info {
+		p = procRule{retired: true, retireAt: e.Index}
+	}
+	v.procs[e.Process] = p
 	return nil
 }

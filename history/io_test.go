@@ -1,6 +1,7 @@
 package history
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestReadMalformed(t *testing.T) {
 		{"event not JSON", header + "\n{oops}\n{}\n", 2, "invalid character"},
 		{"index does not rise", header + "\n" +
 			`{"index":1,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n" +
-			`{"index":1,"time":2,"process":0,"type":"ok","f":"acquire"}` + "\n", 3, "does not rise"},
+			`{"index":0,"time":2,"process":0,"type":"ok","f":"acquire"}` + "\n", 3, "does not rise"},
 		{"completion without invoke", header + "\n" +
 			`{"index":0,"time":1,"process":0,"type":"ok","f":"acquire"}` + "\n", 2, "no pending invoke"},
 		{"completion of another function", header + "\n" +
@@ -38,6 +39,27 @@ func TestReadMalformed(t *testing.T) {
 		{"unknown type", header + "\n" + `{"index":0,"time":1,"process":0,"type":"maybe","f":"read"}` + "\n", 2, "unknown type"},
 		{"missing f", header + "\n" + `{"index":0,"time":1,"process":0,"type":"invoke"}` + "\n", 2, `missing "f"`},
 		{"nemesis invoke", header + "\n" + `{"index":0,"time":1,"process":"nemesis","type":"invoke","f":"pause"}` + "\n", 2, "not invokes"},
+		{"misspelled f", header + "\n" + `{"index":0,"time":1,"process":0,"type":"invoke","f":"aquire"}` + "\n", 2, `unknown f "aquire"`},
+		{"missing time", header + "\n" + `{"index":0,"process":0,"type":"invoke","f":"acquire"}` + "\n", 2, `missing "time"`},
+		{"null time", header + "\n" + `{"index":0,"time":null,"process":0,"type":"invoke","f":"acquire"}` + "\n", 2, `missing "time"`},
+		{"missing process", header + "\n" + `{"index":0,"time":1,"type":"invoke","f":"acquire"}` + "\n", 2, `missing "process"`},
+		{"missing type", header + "\n" + `{"index":0,"time":1,"process":0,"f":"acquire"}` + "\n", 2, `missing "type"`},
+		{"missing index", header + "\n" + `{"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n", 2, `missing "index"`},
+		{"duplicate index", header + "\n" +
+			`{"index":4,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n" +
+			`{"index":4,"time":2,"process":1,"type":"invoke","f":"acquire"}` + "\n", 3, "duplicate index 4"},
+		{"completion before invoke", header + "\n" +
+			`{"index":0,"time":10,"process":0,"type":"invoke","f":"acquire"}` + "\n" +
+			`{"index":1,"time":9,"process":0,"type":"ok","f":"acquire"}` + "\n", 3, "before its invoke"},
+		{"two completions", header + "\n" +
+			`{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n" +
+			`{"index":1,"time":2,"process":0,"type":"fail","f":"acquire"}` + "\n" +
+			`{"index":2,"time":3,"process":0,"type":"ok","f":"acquire"}` + "\n", 4, "no pending invoke"},
+		{"retired process acts again", header + "\n" +
+			`{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire"}` + "\n" +
+			`{"index":1,"time":2,"process":0,"type":"info","f":"acquire"}` + "\n" +
+			`{"index":2,"time":3,"process":0,"type":"invoke","f":"release"}` + "\n", 4, "retired"},
+		{"nemesis ok", header + "\n" + `{"index":0,"time":1,"process":"nemesis","type":"ok","f":"pause"}` + "\n", 2, "must be info"},
 		{"negative process", header + "\n" + `{"index":0,"time":1,"process":-3,"type":"invoke","f":"read"}` + "\n", 2, "non-negative"},
 	}
 	for _, tt := range tests {
@@ -47,6 +69,62 @@ func TestReadMalformed(t *testing.T) {
 			require.ErrorAs(t, err, &pe)
 			assert.Equal(t, tt.line, pe.Line)
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestReadAcceptsUnknownNemesisVerb(t *testing.T) {
+	h, err := Read(strings.NewReader(header + "\n" + `{"index":0,"time":1,"process":"nemesis","type":"info","f":"brownout"}` + "\n"))
+	require.NoError(t, err)
+	assert.Len(t, h.Events, 1)
+}
+
+func TestReadFileNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(header+"\n"+`{"index":0,"time":1,"process":0,"type":"invoke","f":"aquire"}`+"\n"), 0o644))
+	_, err := ReadFile(path)
+	require.Error(t, err)
+	assert.Equal(t, path+` line 2: unknown f "aquire" for a client operation (want acquire, release, extend, read or write)`, err.Error())
+}
+
+func TestReadResource(t *testing.T) {
+	const good = `{"seq":1,"time":5,"key":"lock-0","process":0,"req":"0-1","read":0,"value":1,"prev":0,"accepted":true}`
+	tests := []struct {
+		name      string
+		input     string
+		entries   int
+		truncated bool
+		line      int // of the error; 0 when none
+		want      string
+	}{
+		{"good", good + "\n", 1, false, 0, ""},
+		{"empty", "", 0, false, 0, ""},
+		{"cut-off last line", good + "\n" + `{"seq":2,"time":6,"ke`, 1, true, 0, ""},
+		{"last line complete without newline", good, 1, false, 0, ""},
+		{"bad line in the middle", good + "\n{oops}\n" + good + "\n", 0, false, 2, "invalid character"},
+		{"missing accepted", `{"seq":1,"time":5,"key":"k","process":0,"read":0,"value":1,"prev":0}` + "\n", 0, false, 1, `missing "accepted"`},
+		{"missing time", `{"seq":1,"key":"k","process":0,"read":0,"value":1,"prev":0,"accepted":true}` + "\n", 0, false, 1, `missing "time"`},
+		{"missing prev", `{"seq":1,"time":5,"key":"k","process":0,"read":0,"value":1,"accepted":true}` + "\n", 0, false, 1, `missing "prev"`},
+		{"duplicate seq", good + "\n" + good + "\n", 0, false, 2, "duplicate seq 1"},
+		{"a line longer than the read buffer", good + "\n" + `{"seq":2,"time":6,"key":"k","process":0,"read":0,"value":1,"prev":0,"accepted":false,"reason":"` + strings.Repeat("x", 100000) + `"}` + "\n" + strings.Replace(good, `"seq":1`, `"seq":3`, 1) + "\n", 3, false, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "resource.jsonl")
+			require.NoError(t, os.WriteFile(path, []byte(tt.input), 0o644))
+			l, err := ReadResource(path)
+			if tt.line == 0 {
+				require.NoError(t, err)
+				assert.Len(t, l.Entries, tt.entries)
+				assert.NotNil(t, l.Entries)
+				assert.Equal(t, tt.truncated, l.Truncated)
+				return
+			}
+			var pe *ParseError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tt.line, pe.Line)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.Contains(t, err.Error(), path+" line ")
 		})
 	}
 }

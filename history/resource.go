@@ -1,9 +1,12 @@
 package history
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"strconv"
 )
 
 // ResourceEntry is one line of resource.jsonl, the protected resource's own
@@ -23,30 +26,109 @@ type ResourceEntry struct {
 	Reason   string  `json:"reason,omitempty"` // why a write was refused
 }
 
+// ResourceLog is a parsed resource.jsonl.
+type ResourceLog struct {
+	// Entries is never nil for a log that exists, even an empty one: an
+	// existing log is ground truth, and a write absent from it never
+	// happened.
+	Entries []ResourceEntry
+	// Truncated is set when the last line was cut off mid-write (a run that
+	// was killed); that line is dropped and the prefix is still checkable.
+	Truncated bool
+}
+
 // ReadResourceLog reads resource.jsonl. A line cut off by a killed run ends
-// the log without an error.
+// the log without an error; ReadResource also says whether that happened.
 func ReadResourceLog(path string) ([]ResourceEntry, error) {
+	l, err := ReadResource(path)
+	if err != nil {
+		return nil, err
+	}
+	return l.Entries, nil
+}
+
+// ReadResource reads and validates resource.jsonl: every line carries
+// seq, time, key, process, read, value, prev and accepted, and seq rises.
+// A last line cut off mid-write is dropped and noted in Truncated.
+func ReadResource(path string) (*ResourceLog, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	// An existing log, even an empty one, is ground truth: a write absent
-	// from it never happened.
-	out := []ResourceEntry{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		var e ResourceEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return out, &ParseError{Line: line, Err: err}
-		}
-		out = append(out, e)
+	l, err := readResource(f)
+	if pe := (*ParseError)(nil); errors.As(err, &pe) {
+		pe.File = path
 	}
-	return out, sc.Err()
+	return l, err
+}
+
+func readResource(r io.Reader) (*ResourceLog, error) {
+	l := &ResourceLog{Entries: []ResourceEntry{}}
+	lastSeq := absent
+	truncated, err := eachLine(r, 64<<10, true, func(_ int, b []byte) error {
+		w := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
+		if err := json.Unmarshal(b, &w); err != nil {
+			return notJSON{err}
+		}
+		if err := w.check(lastSeq); err != nil {
+			return err
+		}
+		w.ResourceEntry.Accepted = w.Accepted.value
+		lastSeq = w.Seq
+		l.Entries = append(l.Entries, w.ResourceEntry)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.Truncated = truncated
+	return l, nil
+}
+
+// resourceLine decodes one line and tells which required fields it lacked.
+type resourceLine struct {
+	ResourceEntry
+	Accepted presentBool `json:"accepted"`
+}
+
+// presentBool is a bool that remembers whether it was decoded.
+type presentBool struct{ value, set bool }
+
+func (b *presentBool) UnmarshalJSON(raw []byte) error {
+	v, err := strconv.ParseBool(string(raw))
+	if err != nil {
+		return fmt.Errorf("accepted must be true or false, got %s", raw)
+	}
+	b.value, b.set = v, true
+	return nil
+}
+
+func (w *resourceLine) check(lastSeq int64) error {
+	missing := func(field, why string) error { return fmt.Errorf("missing %q (%s)", field, why) }
+	switch {
+	case w.Seq == absent:
+		return missing("seq", "the resource's serial number of the write")
+	case w.Time == absent:
+		return missing("time", "nanoseconds on CLOCK_MONOTONIC")
+	case w.Key == "":
+		return missing("key", "the resource key written")
+	case w.Process == noProcess:
+		return missing("process", "the client process that wrote")
+	case w.Process == Nemesis:
+		return errors.New(`process "nemesis" does not write to the resource`)
+	case w.Read == absent:
+		return missing("read", "the value the write was computed from")
+	case w.Value == absent:
+		return missing("value", "the value written")
+	case w.Prev == absent:
+		return missing("prev", "the value the resource held before")
+	case !w.Accepted.set:
+		return missing("accepted", "whether the resource took the write")
+	case lastSeq != absent && w.Seq == lastSeq:
+		return fmt.Errorf("duplicate seq %d (each write has its own)", w.Seq)
+	case lastSeq != absent && w.Seq < lastSeq:
+		return fmt.Errorf("seq %d does not rise (previous %d)", w.Seq, lastSeq)
+	}
+	return nil
 }

@@ -16,13 +16,18 @@ import (
 func CheckDir(dir string, opts checker.Options) (*history.History, *checker.Result, error) {
 	h, err := history.ReadFile(filepath.Join(dir, HistoryFile))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, HistoryFile), err)
+		return nil, nil, namedError(filepath.Join(dir, HistoryFile), err)
 	}
-	resLog, err := history.ReadResourceLog(filepath.Join(dir, ResourceFile))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, ResourceFile), err)
+	var resLog []history.ResourceEntry
+	rl, err := history.ReadResource(filepath.Join(dir, ResourceFile))
+	switch {
+	case err == nil:
+		resLog = rl.Entries
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, nil, namedError(filepath.Join(dir, ResourceFile), err)
 	}
 	res := checker.Check(h, resLog, opts)
+	res.Truncated.Resource = rl != nil && rl.Truncated
 	if err := WriteLinearizability(dir, h, resLog, res, opts); err != nil {
 		return nil, nil, err
 	}
@@ -30,4 +35,13 @@ func CheckDir(dir string, opts checker.Options) (*history.History, *checker.Resu
 		return nil, nil, err
 	}
 	return h, res, nil
+}
+
+// namedError names the file of a read error, unless it already does (a
+// ParseError names the file, line and rule).
+func namedError(path string, err error) error {
+	if pe := (*history.ParseError)(nil); errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }

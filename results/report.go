@@ -108,6 +108,9 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	if h.Truncated {
 		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed); the complete prefix was checked"})
 	}
+	if res.Truncated.Resource {
+		v.Header = append(v.Header, kv{"resource log", "cut off mid-line (the run was killed); the complete prefix was checked"})
+	}
 	tables := map[string]*tableView{
 		"lease_safety":     leaseTable(res.Checks.LeaseSafety.Evidence, t0),
 		"double_ownership": windowTable(res.Checks.DoubleOwnership.List, t0),

@@ -128,7 +128,7 @@ func lockCycles(clients, n int, dur int64) *history.History {
 		add(0, history.Invoke, history.FAcquire, nil)
 		add(1, history.OK, history.FAcquire, &history.Value{Fence: history.Int64(int64(i)), TTLms: 500})
 		add(2, history.Invoke, history.FWrite, &history.Value{Value: history.Int64(int64(i + 1)), Read: history.Int64(int64(i))})
-		add(4, history.OK, history.FWrite, &history.Value{Accepted: history.Bool(true)})
+		add(4, history.OK, history.FWrite, &history.Value{Accepted: history.Bool(true), Prev: history.Int64(int64(i))})
 		add(6, history.Invoke, history.FRelease, nil)
 		add(7, history.OK, history.FRelease, nil)
 	}

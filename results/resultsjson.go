@@ -34,6 +34,9 @@ type Results struct {
 	HistoryEvents int               `json:"history_events"`
 	Faults        []checker.Fault   `json:"faults"`
 	Schema        int               `json:"schema"`
+	// Truncated says which input files were cut off mid-line (a killed
+	// run); the complete prefix was checked.
+	Truncated checker.Truncated `json:"truncated"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -53,6 +56,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		HistoryEvents: len(h.Events),
 		Faults:        res.Faults,
 		Schema:        Schema,
+		Truncated:     res.Truncated,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

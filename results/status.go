@@ -57,12 +57,22 @@ func checkStatuses(cfg history.RunConfig, res *checker.Result, t0 int64) []check
 	c := &res.Checks
 	return []checkStatus{
 		leaseStatus(&c.LeaseSafety, t0),
-		doubleOwnershipStatus(cfg, &c.DoubleOwnership, t0),
-		resourceStatus(&c.Resource, t0),
+		withApplicability(doubleOwnershipStatus(cfg, &c.DoubleOwnership, t0), c.DoubleOwnership.Applicability),
+		withApplicability(resourceStatus(&c.Resource, t0), c.Resource.Applicability),
 		fencingStatus(&c.Fencing, t0),
 		linearizabilityStatus(&c.Linearizability, t0),
 		livenessStatus(&c.Liveness, t0),
 	}
+}
+
+// withApplicability makes a check that found nothing wrong but could not be
+// evaluated (checker.Applicability) unknown, with the checker's reason: an
+// unknown check is never a pass.
+func withApplicability(s checkStatus, a checker.Applicability) checkStatus {
+	if a.State == checker.StateUnknown && (s.Outcome == pass || s.Outcome == notice) {
+		s.Outcome, s.Message = unknown, "Unknown: "+a.StateReason+"."
+	}
+	return s
 }
 
 func leaseStatus(l *checker.LeaseSafety, t0 int64) checkStatus {

@@ -18,6 +18,9 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	if h.Truncated {
 		fmt.Fprintln(w, "history cut off mid-line (the run was killed); the complete prefix was checked")
 	}
+	if res.Truncated.Resource {
+		fmt.Fprintln(w, "resource log cut off mid-line (the run was killed); the complete prefix was checked")
+	}
 	fmt.Fprintf(w, "verdict: %s. %s\n", res.Valid, res.Reason)
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, st.Outcome.word(), st.Numbers)

@@ -134,7 +134,7 @@ func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 		{"bad think", []string{"run", "--out", store, "--think", "soon"}, "--think"},
 		{"missing redis-server", []string{"run", "--out", store, "--redis-server", "/nonexistent/redis-server"}, "/nonexistent/redis-server not found"},
 		{"not a run directory", []string{"check", notRun}, "is not a lockcheck run directory"},
-		{"malformed history", []string{"check", malformed}, "history line 3"},
+		{"malformed history", []string{"check", malformed}, "history.jsonl line 3"},
 	}
 	assertRefused(t, store, nil, tests)
 }
