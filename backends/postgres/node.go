@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -170,14 +171,52 @@ func runNode(args []string) error {
 			return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(*dir, "initdb.log"))
 		}
 	}
-	return runAs(*server, serverArgs(data, *dir, *name, *listen, *port), filepath.Join(*dir, LogFile), true)
+	args, sockets := serverArgs(data, *dir, *name, *listen, *port)
+	locks := []string{filepath.Join(data, "postmaster.pid")}
+	if sockets != "" {
+		locks = append(locks, filepath.Join(sockets, fmt.Sprintf(".s.PGSQL.%d.lock", *port)))
+	}
+	for _, lock := range locks {
+		if err := clearStaleLock(lock); err != nil {
+			return err
+		}
+	}
+	return runAs(*server, args, filepath.Join(*dir, LogFile), true)
 }
 
-// serverArgs is the server's command line. The socket directory is the
-// node's directory unless its path is too long for a socket (108 bytes);
-// clients use TCP on loopback either way.
-func serverArgs(data, dir, name, listen string, port int) []string {
-	sockets := dir
+// clearStaleLock removes a lock file a killed server left (postmaster.pid,
+// its socket's .lock) when the process it names is dead but not yet
+// reaped: its parent, the node process, was killed with it, and until init
+// reaps the zombie the server would take it for a postmaster still running
+// and refuse to start.
+func clearStaleLock(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil // none: a clean start
+	}
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return nil // the server judges a file it cannot read itself
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(stat), ')'); err != nil || (i > 0 && i+2 < len(stat) && stat[i+2] == 'Z') {
+			return os.Remove(path)
+		}
+		if time.Now().After(deadline) {
+			return nil // a live server: let it say so
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// serverArgs is the server's command line and its socket directory: the
+// node's directory unless its path is too long for a socket (108 bytes),
+// else none; clients use TCP on loopback either way.
+func serverArgs(data, dir, name, listen string, port int) (args []string, sockets string) {
+	sockets = dir
 	if len(dir)+len("/.s.PGSQL.65535.lock") >= 108 {
 		sockets = ""
 	}
@@ -193,7 +232,7 @@ func serverArgs(data, dir, name, listen string, port int) []string {
 		"-c", "max_connections=200",
 		"-c", "logging_collector=off",
 		"-c", "log_min_messages=warning",
-	}
+	}, sockets
 }
 
 // runAs runs program as a user that is not root and waits for it. With
