@@ -62,45 +62,35 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		Liveness:        checkLiveness(f),
 	}
 	r.Checks.Resource.withUnjudged(unjudged)
+	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(h)
 	fenced := h.Header.Config.Guarded()
-	r.Valid = verdict(&r.Checks, fenced)
+	r.Valid = verdict(h, r, fenced)
 	r.Reason = explain(r, fenced)
+	r.UnknownReasons = runUnknownReasons(h, r)
+	r.Reason = withRunReasons(r)
 	return r
 }
 
-// verdict is false when a safety check failed (lease safety, resource,
-// fencing, an illegal linearizability result, or a write that landed
-// during double ownership without a fence to stop it), unknown when
-// linearizability could not be decided, and true otherwise.
-func verdict(c *Checks, fenced bool) Validity {
+// verdict is false when a check failed (lease safety, resource, fencing,
+// an illegal linearizability result, or a write that landed during double
+// ownership without a fence to stop it: each check's Judge decides),
+// unknown when a check could not finish (linearizability) or the run
+// tested too little for a pass (runUnknownReasons), and true otherwise.
+func verdict(h *history.History, r *Result, fenced bool) Validity {
+	failed, unknown := false, false
+	for _, c := range r.Checks.List() {
+		switch c.Check.Judge(JudgeContext{Fenced: fenced, T0: r.Span.Start}).Status {
+		case StatusFailed:
+			failed = true
+		case StatusUnknown:
+			unknown = true
+		}
+	}
 	switch {
-	case !c.LeaseSafety.Valid, !c.Resource.Valid, !c.Fencing.Valid,
-		c.Linearizability.Result == NotLinearizable,
-		!fenced && c.DoubleOwnership.UnsafeWrites > 0:
+	case failed:
 		return Invalid
-	case c.Linearizability.Result != Linearizable,
-		len(modelUnknownReasons(c, fenced)) > 0:
+	case unknown, len(runUnknownReasons(h, r)) > 0:
 		return Unknown
 	}
 	return Valid
-}
-
-// modelUnknownReasons are why the model cannot call a history that broke
-// nothing a pass, one sentence each: it holds no client operation at all,
-// or a check that decides the verdict lacked what it needs (see each
-// check's Applicability and docs/history.md).
-func modelUnknownReasons(c *Checks, fenced bool) []string {
-	var reasons []string
-	if c.Liveness.AcquireAttempts == 0 && c.Linearizability.Operations == 0 {
-		reasons = append(reasons, "the history holds no acquire, read or write: nothing was tested")
-	}
-	if c.Resource.State == StateUnknown {
-		reasons = append(reasons, "the resource check is unknown: "+c.Resource.StateReason)
-	}
-	// Double ownership decides the verdict only when no fence guards the
-	// resource.
-	if !fenced && c.DoubleOwnership.State == StateUnknown {
-		reasons = append(reasons, "double ownership is unknown: "+c.DoubleOwnership.StateReason)
-	}
-	return reasons
 }

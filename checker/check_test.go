@@ -16,9 +16,11 @@ func TestVerdict(t *testing.T) {
 			Resource:        ResourceSafety{Valid: true},
 			Fencing:         Fencing{Valid: true},
 			Linearizability: Linearizability{Result: Linearizable},
-			Liveness:        Liveness{AcquireAttempts: 1},
+			Liveness:        Liveness{AcquireAttempts: 1, Grants: 1},
 		}
 	}
+	// A history that wrote: the run tested something.
+	wrote := &history.History{Header: history.Header{Started: "2026-11-30T05:00:00Z"}, Events: []history.Event{{Process: 0, Type: history.Invoke, F: history.FWrite}, {Process: history.Nemesis, Type: history.Info, F: history.NemRunEnd}}}
 	tests := []struct {
 		name    string
 		change  func(c *Checks)
@@ -48,7 +50,7 @@ func TestVerdict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good()
 			tt.change(&c)
-			assert.Equal(t, tt.verdict, verdict(&c, tt.fenced))
+			assert.Equal(t, tt.verdict, verdict(wrote, &Result{Checks: c}, tt.fenced))
 		})
 	}
 }
@@ -132,7 +134,7 @@ func TestEmptyHistory(t *testing.T) {
 	// A header-only history tested nothing: unknown, never true.
 	assert.Equal(t, Unknown, r.Valid)
 	assert.Equal(t, Interval{Start: 42, End: 42}, r.Span)
-	assert.Equal(t, "No safety check failed, but the history holds no acquire, read or write: nothing was tested.", r.Reason)
+	assert.Equal(t, "No safety check failed, but the verdict is unknown: The history holds no acquire, read or write, so nothing was tested.", r.Reason)
 	assert.False(t, r.Checks.Fencing.Checked)
 	assert.Equal(t, StateSkipped, r.Checks.Fencing.State)
 }

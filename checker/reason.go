@@ -19,10 +19,18 @@ func explain(r *Result, fenced bool) string {
 	case Invalid:
 		return sentence(x.anomalies())
 	case Unknown:
-		if reasons := modelUnknownReasons(&r.Checks, fenced); len(reasons) > 0 {
-			return sentence([]string{"No safety check failed, but " + strings.Join(reasons, "; ")})
+		// The checks that could not decide say why; when none did, the
+		// run's own reasons carry the sentence (withRunReasons).
+		var why []string
+		for _, c := range r.Checks.List() {
+			if j := c.Check.Judge(JudgeContext{Fenced: fenced, T0: r.Span.Start}); j.Status == StatusUnknown {
+				why = append(why, strings.TrimSuffix(j.Message, "."))
+			}
 		}
-		return sentence([]string{"No safety check failed, but linearizability is unknown: " + r.Checks.Linearizability.Detail})
+		if len(why) == 0 {
+			return ""
+		}
+		return "No safety check failed, but " + lowerFirst(strings.Join(why, "; ")) + "."
 	}
 	return sentence([]string{x.noAnomaly()})
 }
@@ -319,4 +327,12 @@ func count(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// lowerFirst puts a sentence after "but": its first letter lower case.
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
 }

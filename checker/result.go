@@ -44,9 +44,16 @@ func (v *Validity) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// String is the verdict as a word: true, false or unknown (no JSON quotes:
+// the summary prints it, the index filters on it, a scenario compares it).
 func (v Validity) String() string {
-	b, _ := v.MarshalJSON()
-	return string(b)
+	switch v {
+	case Valid:
+		return "true"
+	case Invalid:
+		return "false"
+	}
+	return "unknown"
 }
 
 // Result is everything the checker concludes about one history. Its JSON
@@ -63,6 +70,17 @@ type Result struct {
 	// Truncated says which input was cut off mid-line; the complete prefix
 	// was checked.
 	Truncated Truncated `json:"truncated"`
+	// Interrupted is set when the run stopped before its time limit
+	// (Ctrl-C, SIGTERM, a recording that failed); InterruptedBy says why
+	// when the harness knew more than "interrupted".
+	Interrupted   bool   `json:"interrupted"`
+	InterruptedBy string `json:"interrupted_by,omitempty"`
+	// Incomplete is set when a recorded history has no run-end event: the
+	// run was killed or could not record its end.
+	Incomplete bool `json:"incomplete"`
+	// UnknownReasons are why the run tested too little for a pass, one
+	// sentence each; any of them makes a verdict that is not false unknown.
+	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 }
 
 // Truncated says, per input file, whether its last line was cut off

@@ -157,6 +157,9 @@ func (n *node) start(ctx context.Context) error {
 			return fmt.Errorf("%s exited before it was ready: %s", n.Name(), lastLine(text))
 		case <-readyCtx.Done():
 			n.Signal(syscall.SIGKILL) //nolint:errcheck // giving up on it
+			if ctx.Err() != nil {
+				return &StartInterrupted{What: n.Name()}
+			}
 			return fmt.Errorf("%s did not answer on %s within 15s (see %s)", n.Name(), n.addr(), n.ep.Dir)
 		case <-time.After(20 * time.Millisecond):
 		}

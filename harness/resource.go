@@ -2,13 +2,13 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"path/filepath"
+	"io"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/postgres"
-	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/workloads/pgresource"
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
@@ -72,7 +72,7 @@ func startDatabase(ctx context.Context, cfg Config, p *procs, eps []backends.End
 	return db, nil
 }
 
-// export writes the audit table into the run directory as its resource log.
-func (db *database) export(ctx context.Context, runDir string) error {
-	return pgresource.Export(ctx, db.addr, filepath.Join(runDir, results.ResourceFile))
+// export writes the audit table into the run's resource log and closes it.
+func (db *database) export(ctx context.Context, log io.WriteCloser) error {
+	return errors.Join(pgresource.Export(ctx, db.addr, log), log.Close())
 }

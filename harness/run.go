@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -53,6 +54,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// OnProgress, if set, is called about once a second.
 	OnProgress func(Progress)
+
+	// createLog creates the history and the resource log; nil creates the
+	// file. Tests give a writer that fails as a full disk does.
+	createLog func(path string) (io.WriteCloser, error)
 }
 
 // Progress is a live view of a run.
@@ -66,6 +71,18 @@ type Progress struct {
 type Outcome struct {
 	Dir         string
 	Interrupted bool
+	// StepsNotRun are the indices of a script's steps that never ran
+	// because the run ended first.
+	StepsNotRun []int
+	// RecordingFailed is the first write of the history or the resource
+	// log that failed (a full disk); it stopped the run, which is then
+	// also Interrupted.
+	RecordingFailed error
+}
+
+// createFile creates a log of the run directory; it must not exist yet.
+func createFile(path string) (io.WriteCloser, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 }
 
 // Preflight checks what can be checked before anything starts: the backend,
@@ -96,7 +113,30 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if err := preflightResource(cfg, b); err != nil {
 		return b, err
 	}
+	if err := checkTimings(cfg); err != nil {
+		return b, err
+	}
 	return b, preflightRuntime(cfg, b, b.Nodes(cfg.Programs, cfg.Run.Params))
+}
+
+// checkTimings refuses durations that would make a run test nothing: a
+// TTL, time limit, operation timeout or retry pause that is not positive
+// (every acquire refused, no operation allowed to finish), or a negative
+// pause or fault interval (the nemesis silently off). The command line
+// says the same per flag; this guards every other caller.
+func checkTimings(cfg Config) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"TTL", cfg.TTL}, {"time limit", cfg.Limit}, {"operation timeout", cfg.OpTimeout}, {"retry pause", cfg.Retry}} {
+		if d.v <= 0 {
+			return fmt.Errorf("the %s must be positive, not %s", d.name, d.v)
+		}
+	}
+	if cfg.Pause < 0 || (cfg.Script == nil && len(cfg.Run.Nemesis) > 0 && cfg.Interval <= 0) {
+		return fmt.Errorf("the pause (%s) and the time between faults (%s) must be positive", cfg.Pause, cfg.Interval)
+	}
+	return nil
 }
 
 // checkPrograms finds the server programs a backend's local processes run.
@@ -144,18 +184,29 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	p := newProcs()
 	defer p.killAll(5 * time.Second) // also on panic: no child outlives the run
 
+	if cfg.createLog == nil {
+		cfg.createLog = createFile
+	}
+	resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
+	if err != nil {
+		return out, err
+	}
+	// The in-memory resource logs as it goes; a database's audit table is
+	// written into the log at the end.
 	var memory *resource.Server
 	if resourceOf(cfg) == resource.Memory {
-		if memory, err = resource.Start(filepath.Join(out.Dir, results.ResourceFile), cfg.Run.Fenced()); err != nil {
+		if memory, err = resource.Serve(resLog, cfg.Run.Fenced()); err != nil {
 			return out, err
 		}
 		defer memory.Close()
+	} else {
+		defer resLog.Close()
 	}
 
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
 	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
 	if err != nil {
-		return out, err
+		return out, interrupted(ctx, err, nodeNames(specs))
 	}
 	defer top.close()
 	nodes, eps := top.servers, top.endpoints()
@@ -166,6 +217,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
+		if err != nil && ctx.Err() != nil {
+			return out, &StartInterrupted{What: "the " + cfg.Run.Backend + " topology"}
+		}
 		if err != nil {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
@@ -189,11 +243,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 	// A variant that needs the resource writes it in the lock's transaction.
 	cfg.Run.WritesInLockTx = backend.RequiresResource[cfg.Run.Variant] != ""
-	h, err := history.Create(filepath.Join(out.Dir, results.HistoryFile), history.Header{
+	histLog, err := cfg.createLog(filepath.Join(out.Dir, results.HistoryFile))
+	if err != nil {
+		return out, err
+	}
+	h, err := history.NewWriter(histLog, history.Header{
 		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: cfg.Run,
 	})
 	if err != nil {
-		return out, err
+		histLog.Close()
+		return out, fmt.Errorf("recording %s failed: %w", results.HistoryFile, err)
 	}
 	defer h.Close()
 
@@ -201,7 +260,18 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: backend.Addrs(eps),
 		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
-	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir}
+	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
+	resWatchDone := make(chan struct{})
+	defer close(resWatchDone)
+	if memory != nil {
+		go func() {
+			select {
+			case <-memory.Failed():
+				f.recordingFailed(results.ResourceFile, memory.Err())
+			case <-resWatchDone:
+			}
+		}()
+	}
 	if backend.Control != nil {
 		f.control = backend.Control(eps)
 	}
@@ -255,7 +325,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 	out.Interrupted = !f.waitLimit(ctx, start)
 	stopNemesis()
-	if nerr := <-nemDone; nerr != nil {
+	var notRun *nemesis.NotRun
+	if nerr := <-nemDone; errors.As(nerr, &notRun) {
+		out.StepsNotRun = notRun.Steps // the scenario reports them
+	} else if nerr != nil {
 		log.Warn("nemesis", "err", nerr)
 	}
 	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)
@@ -264,7 +337,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	<-watchDone
 	detail := ""
 	if out.Interrupted {
-		detail = "interrupted"
+		detail = history.RunEndInterrupted
+	}
+	if out.RecordingFailed = f.recordingError(); out.RecordingFailed != nil {
+		out.Interrupted = true
+		detail = history.RunEndInterrupted + ": " + out.RecordingFailed.Error()
 	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
 	if db != nil {
@@ -272,12 +349,15 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		// whatever ctx says, since the workers have stopped.
 		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := db.export(exportCtx, out.Dir); err != nil {
+		if err := db.export(exportCtx, resLog); err != nil {
 			h.Close()
 			return out, fmt.Errorf("writing the resource log from the database: %w", err)
 		}
 	}
-	return out, h.Close()
+	if err := h.Close(); err != nil && out.RecordingFailed == nil {
+		return out, err
+	}
+	return out, nil
 }
 
 // serviceWatcher is a backend's control handle that reports what the
@@ -307,6 +387,38 @@ type fleet struct {
 	running  sync.WaitGroup
 	grants   atomic.Int64
 	faults   atomic.Int64
+
+	// recordingStopped is closed at the first failed write of the history
+	// or the resource log: the run stops as at its time limit.
+	recordingStopped chan struct{}
+	recordErr        error
+}
+
+// append records a client's event; a write that fails stops the run.
+func (f *fleet) append(e history.Event) {
+	if _, err := f.hist.Append(e); err != nil {
+		f.recordingFailed(results.HistoryFile, err)
+	}
+}
+
+// recordingFailed stops the run at the first failed write of file. Every
+// later write fails too (the history writer and the resource refuse all
+// once one failed), and only the first is reported: by the caller of Run,
+// in one line.
+func (f *fleet) recordingFailed(file string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.recordErr != nil {
+		return
+	}
+	f.recordErr = fmt.Errorf("recording %s failed: %w", file, err)
+	close(f.recordingStopped)
+}
+
+func (f *fleet) recordingError() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.recordErr
 }
 
 func (f *fleet) spawn(slot int, process history.Process) error {
@@ -363,9 +475,7 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		if e.Type == history.OK && e.F == history.FAcquire {
 			f.grants.Add(1)
 		}
-		if _, err := f.hist.Append(*e); err != nil {
-			f.log.Error("recording history", "err", err)
-		}
+		f.append(*e)
 	})
 	werr := f.procs.wait(w.cmd)
 	reason := "worker process exited"
@@ -376,7 +486,7 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		reason += " (" + rerr.Error() + ")"
 	}
 	if e := w.died(reason); e != nil {
-		f.hist.Append(*e) //nolint:errcheck // logged by the writer's later calls
+		f.append(*e)
 	}
 	f.mu.Lock()
 	stopping := f.stopping
@@ -404,13 +514,11 @@ func (f *fleet) recordNemesis(verb string, v history.Value) {
 	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition, history.NemKillSession:
 		f.faults.Add(1)
 	}
-	if _, err := f.hist.Append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v}); err != nil {
-		f.log.Error("recording history", "err", err)
-	}
+	f.append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})
 }
 
 // waitLimit waits out the time limit, reporting progress. It returns false
-// when ctx ended the run first.
+// when ctx, or a failed recording, ended the run first.
 func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
 	limit := time.NewTimer(f.cfg.Limit)
 	defer limit.Stop()
@@ -419,6 +527,8 @@ func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
+			return false
+		case <-f.recordingStopped:
 			return false
 		case <-limit.C:
 			return true

@@ -197,6 +197,12 @@ func (c RunConfig) Fenced() bool { return c.Workload == "fenced" }
 // resource refuses stale fences, or each write commits with the lock.
 func (c RunConfig) Guarded() bool { return c.Fenced() || c.WritesInLockTx }
 
+// RunEndInterrupted is the detail of a run-end event when the run stopped
+// before its time limit: alone for Ctrl-C, or followed by ": " and the
+// cause ("interrupted: recording resource.jsonl failed: no space left on
+// device").
+const RunEndInterrupted = "interrupted"
+
 // Nemesis verbs. Each fault records a start event and, where it has one, an
 // end event carrying the same Target.
 const (

@@ -17,7 +17,7 @@ import (
 // for concurrent use and numbers events in the order it writes them.
 type Writer struct {
 	mu    sync.Mutex
-	f     *os.File
+	f     io.WriteCloser
 	buf   *bufio.Writer
 	enc   *json.Encoder
 	next  int64
@@ -31,6 +31,12 @@ func Create(path string, h Header) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewWriter(f, h)
+}
+
+// NewWriter writes a history to f, starting with the header line; the
+// Writer closes f. Tests pass a writer that fails, as a full disk does.
+func NewWriter(f io.WriteCloser, h Header) (*Writer, error) {
 	w := &Writer{f: f, buf: bufio.NewWriterSize(f, 64<<10)}
 	w.enc = json.NewEncoder(w.buf)
 	h.Version = SchemaVersion

@@ -46,21 +46,41 @@ const MomentAcquired = "acquired"
 // Verbs of scripted actions.
 var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "fault"}
 
+// NotRun is RunScript's error when the run ended before every step was
+// done: Steps are the indices of the steps that never ran (or were still
+// waiting for their moment), so a scenario can say its timeline did not
+// happen as written.
+type NotRun struct{ Steps []int }
+
+func (e *NotRun) Error() string {
+	return fmt.Sprintf("%d of the timeline's steps never ran: the run ended first", len(e.Steps))
+}
+
+// notRunFrom is NotRun for step i and every step after it.
+func notRunFrom(i, n int) error {
+	e := &NotRun{}
+	for ; i < n; i++ {
+		e.Steps = append(e.Steps, i)
+	}
+	return e
+}
+
 // RunScript performs actions in order. A pause with a duration ends on its
 // own while later actions go on; everything a script leaves faulted is
-// healed by the harness at the end of the run.
+// healed by the harness at the end of the run. When the run ends first,
+// it returns NotRun naming the steps left.
 func RunScript(ctx context.Context, actions []Action, start time.Time, base Env) error {
 	var pauses sync.WaitGroup
 	defer pauses.Wait()
 	for i, a := range actions {
 		if !sleepUntil(ctx, start.Add(a.At)) {
-			return nil
+			return notRunFrom(i, len(actions))
 		}
 		env := base
 		env.Rand = rand.New(rand.NewPCG(uint64(i)+1, 0))
 		if err := doAction(ctx, &env, a, &pauses); err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return notRunFrom(i, len(actions))
 			}
 			return fmt.Errorf("step %d (%s %s): %w", i+1, a.Do, a.Target, err)
 		}

@@ -270,7 +270,9 @@ func clientLanes(h *history.History) int {
 func TestPagesInBrowser(t *testing.T) {
 	chromium(t)
 	store, story, storyRes := browserStore(t)
-	srv := httptest.NewServer(StoreHandler(store))
+	handler, err := StoreHandler(store)
+	require.NoError(t, err)
+	srv := httptest.NewServer(handler)
 	defer srv.Close()
 	b := newBrowser(t)
 	require.NotEmpty(t, storyRes.Checks.DoubleOwnership.List, "the story has a double-ownership window to click")

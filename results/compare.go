@@ -88,6 +88,9 @@ func (c *Cell) Ran(r *Results) {
 	ch := &r.Checks
 	v := r.Valid
 	c.Status, c.Valid, c.Reason = CellRan, &v, r.Reason
+	if note := runNote(r.Interrupted, r.Incomplete, r.InterruptedBy); note != "" {
+		c.Reason = note + " " + c.Reason
+	}
 	c.Counts = &CellCounts{
 		LeaseViolations: ch.LeaseSafety.Violations, Windows: ch.DoubleOwnership.Windows,
 		UnsafeWrites: ch.DoubleOwnership.UnsafeWrites, LostUpdates: ch.Resource.LostUpdates,

@@ -121,6 +121,9 @@ func runEntry(dir, rel, parent string) IndexEntry {
 	}
 	e.Workload, e.Faults = r.Workload, FaultsName(r.Nemesis)
 	e.Verdict, e.Class, e.Summary = r.Valid.String(), verdictClass(r.Valid), r.Reason
+	if note := runNote(r.Interrupted, r.Incomplete, r.InterruptedBy); note != "" {
+		e.Summary = note + " " + e.Summary
+	}
 	return e
 }
 
@@ -183,10 +186,28 @@ func WriteIndex(w io.Writer, store string, entries []IndexEntry) error {
 	return indexTemplate.Execute(w, v)
 }
 
+// confined is the store's file system as served: a path the root refuses
+// (one that leads out of the store) is forbidden, not a server error.
+type confined struct{ fs.FS }
+
+func (c confined) Open(name string) (fs.File, error) {
+	f, err := c.FS.Open(name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+	}
+	return f, err
+}
+
 // StoreHandler serves a store: the index at /, and every file under the
-// store (reports, histories, logs) as it is.
-func StoreHandler(store string) http.Handler {
-	files := http.FileServer(http.Dir(store))
+// store (reports, histories, logs) as it is. Files are opened through an
+// os.Root of the store, so no path, and no symlink inside the store, leads
+// out of it (store/latest, which names a run beside it, still works).
+func StoreHandler(store string) (http.Handler, error) {
+	root, err := os.OpenRoot(store)
+	if err != nil {
+		return nil, fmt.Errorf("open the store: %w", err)
+	}
+	files := http.FileServerFS(confined{root.FS()})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			http.Error(w, "lockcheck serve only reads", http.StatusMethodNotAllowed)
@@ -217,5 +238,5 @@ func StoreHandler(store string) http.Handler {
 		if err := WriteIndex(w, store, entries); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		}
-	})
+	}), nil
 }

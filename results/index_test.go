@@ -52,7 +52,15 @@ func TestStoreHandler(t *testing.T) {
 	writeRun(t, store, "20250102-030405-redis-unfenced", storyHistory(plain))
 	// A folder name is text from the file system: it may hold markup too.
 	writeRun(t, store, "20250102-030406-<b onmouseover=alert(1)>x", storyHistory(hostile{key: xss, target: xss, errText: xss}))
-	srv := httptest.NewServer(StoreHandler(store))
+	// Symlinks inside the store that lead out of it, and latest, which
+	// names a run beside it.
+	require.NoError(t, os.Symlink("/etc", filepath.Join(store, "etclink")))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(store, "passwd")))
+	require.NoError(t, os.Symlink("../..", filepath.Join(store, "20250102-030405-redis-unfenced", "up")))
+	require.NoError(t, os.Symlink("20250102-030405-redis-unfenced", filepath.Join(store, LatestLink)))
+	handler, err := StoreHandler(store)
+	require.NoError(t, err)
+	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
 	get := func(method, path string) (int, string) {
@@ -76,6 +84,10 @@ func TestStoreHandler(t *testing.T) {
 		{"a report", http.MethodGet, "/20250102-030405-redis-unfenced/report.html", http.StatusOK, `<svg xmlns="http://www.w3.org/2000/svg" id="timeline"`},
 		{"the history", http.MethodGet, "/20250102-030405-redis-unfenced/history.jsonl", http.StatusOK, `"lockcheck_history":1`},
 		{"outside the store", http.MethodGet, "/../../etc/passwd", http.StatusNotFound, ""},
+		{"symlinked folder out of the store", http.MethodGet, "/etclink/passwd", http.StatusForbidden, ""},
+		{"symlinked file out of the store", http.MethodGet, "/passwd", http.StatusForbidden, ""},
+		{"relative symlink out of the store", http.MethodGet, "/20250102-030405-redis-unfenced/up/", http.StatusForbidden, ""},
+		{"latest inside the store", http.MethodGet, "/latest/history.jsonl", http.StatusOK, `"lockcheck_history":1`},
 		{"no favicon error", http.MethodGet, "/favicon.ico", http.StatusNoContent, ""},
 		{"read only", http.MethodPost, "/", http.StatusMethodNotAllowed, "only reads"},
 	} {

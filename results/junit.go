@@ -88,17 +88,23 @@ func writeJUnit(w io.Writer, h *history.History, res *checker.Result) error {
 		},
 	}
 	classname := "lockcheck." + strings.ReplaceAll(runTitle(cfg), "/", ".")
+	if note := resultNote(res); note != "" {
+		suite.Properties = append(suite.Properties, junitProperty{"interrupted", fmt.Sprint(res.Interrupted)}, junitProperty{"incomplete", fmt.Sprint(res.Incomplete)})
+		// A cut-short run is never green: it fails with its checks, or is an
+		// error of its own.
+		suite.addVerdictCase("run", classname, res.Valid, &junitProblem{Message: note, Details: strings.Join(res.UnknownReasons, "\n")})
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		tc := junitCase{Name: st.Key, Classname: classname}
 		details := strings.Join(st.Details, "\n")
 		switch st.Outcome {
-		case fail:
+		case checker.StatusFailed:
 			tc.Failure = &junitProblem{Message: st.Message, Details: details}
 			suite.Failures++
-		case unknown:
+		case checker.StatusUnknown:
 			tc.Error = &junitProblem{Message: st.Message, Details: details}
 			suite.Errors++
-		case skipped:
+		case checker.StatusSkipped:
 			tc.Skipped = &junitProblem{Message: st.Message}
 			suite.Skipped++
 		default:
@@ -110,16 +116,7 @@ func writeJUnit(w io.Writer, h *history.History, res *checker.Result) error {
 	// future verdict be false or unknown for a reason no check shows, CI must
 	// still not see a green suite, so the verdict becomes a test case.
 	if res.Valid != checker.Valid && suite.Failures+suite.Errors == 0 {
-		tc := junitCase{Name: "verdict", Classname: classname}
-		problem := &junitProblem{Message: fmt.Sprintf("The verdict is %s: %s", res.Valid, res.Reason)}
-		if res.Valid == checker.Invalid {
-			tc.Failure = problem
-			suite.Failures++
-		} else {
-			tc.Error = problem
-			suite.Errors++
-		}
-		suite.Cases = append(suite.Cases, tc)
+		suite.addVerdictCase("verdict", classname, res.Valid, &junitProblem{Message: fmt.Sprintf("The verdict is %s: %s", res.Valid, res.Reason)})
 	}
 	suite.Tests = len(suite.Cases)
 	doc := junitSuites{
@@ -127,6 +124,20 @@ func writeJUnit(w io.Writer, h *history.History, res *checker.Result) error {
 		Errors: suite.Errors, Skipped: suite.Skipped, Suites: []junitSuite{suite},
 	}
 	return encodeJUnit(w, doc)
+}
+
+// addVerdictCase adds a test case that fails when the verdict is false and
+// is an error otherwise (unknown).
+func (s *junitSuite) addVerdictCase(name, classname string, v checker.Validity, problem *junitProblem) {
+	tc := junitCase{Name: name, Classname: classname}
+	if v == checker.Invalid {
+		tc.Failure = problem
+		s.Failures++
+	} else {
+		tc.Error = problem
+		s.Errors++
+	}
+	s.Cases = append(s.Cases, tc)
 }
 
 // encodeJUnit writes a junit.xml document: the XML header, the suites

@@ -105,6 +105,16 @@ func TestJUnitOutcomes(t *testing.T) {
 		{"an unknown verdict no check explains is an error", "unfenced", func(r *checker.Result) {
 			r.Valid = checker.Unknown
 		}, with(map[string]string{"verdict": "error"})},
+		{"an interrupted run is an error", "unfenced", func(r *checker.Result) {
+			r.Valid, r.Interrupted = checker.Unknown, true
+		}, with(map[string]string{"run": "error"})},
+		{"an incomplete run is an error", "unfenced", func(r *checker.Result) {
+			r.Valid, r.Incomplete = checker.Unknown, true
+		}, with(map[string]string{"run": "error"})},
+		{"an interrupted run with a failed check fails", "unfenced", func(r *checker.Result) {
+			r.Valid, r.Interrupted = checker.Invalid, true
+			r.Checks.LeaseSafety = checker.LeaseSafety{Violations: 1}
+		}, with(map[string]string{"lease_safety": "failure", "run": "failure"})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := goodResult()

@@ -32,6 +32,8 @@ type reportView struct {
 	Verdict      string
 	VerdictClass string
 	Reason       string
+	// RunNote says the run was interrupted or is incomplete.
+	RunNote string
 	// Scenario is the incident a scripted run reproduces, if it is one.
 	Scenario  *history.ScenarioInfo
 	Header    []kv
@@ -89,6 +91,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		Verdict:      res.Valid.String(),
 		VerdictClass: verdictClass(res.Valid),
 		Reason:       res.Reason,
+		RunNote:      resultNote(res),
 		Scenario:     h.Header.Config.Scenario,
 		Config:       fieldRows(cfg, t0),
 		Faults:       faultTable(res.Faults, t0),
@@ -106,7 +109,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		kv{"history events", strconv.Itoa(len(h.Events))},
 		kv{"span", fmt.Sprintf("%.3f s", float64(span.End-span.Start)/1e9)})
 	if h.Truncated {
-		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed); the complete prefix was checked"})
+		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})
 	}
 	if res.Truncated.Resource {
 		v.Header = append(v.Header, kv{"resource log", "cut off mid-line (the run was killed); the complete prefix was checked"})
@@ -137,7 +140,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	for _, st := range checkStatuses(cfg, res, t0) {
 		v.Checks = append(v.Checks, checkView{
 			Extra: extras[st.Key],
-			Key:   st.Key, Title: st.Title, Word: st.Outcome.word(), Class: st.Outcome.class(),
+			Key:   st.Key, Title: st.Title, Word: word(st.Outcome), Class: class(st.Outcome),
 			Message: st.Message,
 			Summary: st.Numbers,
 			Mark:    marks[st.Key],

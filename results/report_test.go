@@ -188,7 +188,7 @@ func TestReportShowsAMergedWindow(t *testing.T) {
 			status = s
 		}
 	}
-	assert.Equal(t, fail, status.Outcome)
+	assert.Equal(t, checker.StatusFailed, status.Outcome)
 	assert.Equal(t, "1 window, 390 ms total, max 390 ms, 2 unsafe writes", status.Numbers)
 	assert.Equal(t, []string{`key "lock": c0, c1, c2 and c3 believed, at least two at once, they held the lock from 0.520 s for 390 ms, 2 writes accepted; faults: pause c0`}, status.Details)
 }

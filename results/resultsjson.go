@@ -37,6 +37,14 @@ type Results struct {
 	// Truncated says which input files were cut off mid-line (a killed
 	// run); the complete prefix was checked.
 	Truncated checker.Truncated `json:"truncated"`
+
+	// How the run ended (docs/results.md): interrupted before its time
+	// limit, or incomplete (the history has no run-end event), and why a
+	// verdict that is not false is unknown.
+	Interrupted    bool     `json:"interrupted"`
+	InterruptedBy  string   `json:"interrupted_by,omitempty"`
+	Incomplete     bool     `json:"incomplete"`
+	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -57,6 +65,11 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Faults:        res.Faults,
 		Schema:        Schema,
 		Truncated:     res.Truncated,
+
+		Interrupted:    res.Interrupted,
+		InterruptedBy:  res.InterruptedBy,
+		Incomplete:     res.Incomplete,
+		UnknownReasons: res.UnknownReasons,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

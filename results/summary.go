@@ -16,14 +16,17 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	cfg := h.Header.Config
 	fmt.Fprintf(w, "%s, nemesis %s, seed %d: %d history events\n", runTitle(cfg), nemesisName(cfg), cfg.Seed, len(h.Events))
 	if h.Truncated {
-		fmt.Fprintln(w, "history cut off mid-line (the run was killed); the complete prefix was checked")
+		fmt.Fprintln(w, "history cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked")
 	}
 	if res.Truncated.Resource {
 		fmt.Fprintln(w, "resource log cut off mid-line (the run was killed); the complete prefix was checked")
 	}
 	fmt.Fprintf(w, "verdict: %s. %s\n", res.Valid, res.Reason)
+	if note := resultNote(res); note != "" {
+		fmt.Fprintln(w, note)
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
-		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, st.Outcome.word(), st.Numbers)
+		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, word(st.Outcome), st.Numbers)
 	}
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, ReportFile))
 }

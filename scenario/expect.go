@@ -3,10 +3,12 @@ package scenario
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // Mismatch is one expectation the observed result did not meet.
@@ -40,13 +42,15 @@ func (f *File) Compare(res *checker.Result) Comparison {
 		got := res.Valid.String()
 		c.add("verdict", f.Expect.Verdict, got, got == f.Expect.Verdict)
 	}
+	// A check fails when its status is failed and holds when it is ok; a
+	// notice, unknown or skipped check does neither.
 	for _, name := range f.Expect.Fail {
-		holds, desc := checkHolds(res, name)
-		c.add(name, "fails", desc, !holds)
+		j, _ := f.judge(res, name)
+		c.add(name, "fails", observed(j), j.Status == checker.StatusFailed)
 	}
 	for _, name := range f.Expect.Hold {
-		holds, desc := checkHolds(res, name)
-		c.add(name, "holds", desc, holds)
+		j, _ := f.judge(res, name)
+		c.add(name, "holds", observed(j), j.Status == checker.StatusOK)
 	}
 	values := flatten(res.Checks)
 	for path, cond := range f.Expect.Counts {
@@ -61,28 +65,42 @@ func (f *File) Compare(res *checker.Result) Comparison {
 	return c
 }
 
-// checkHolds says whether a check held, and what it observed.
-func checkHolds(res *checker.Result, name string) (bool, string) {
-	k := res.Checks
-	switch name {
-	case "lease_safety":
-		return k.LeaseSafety.Valid, fmt.Sprintf("%d violations", k.LeaseSafety.Violations)
-	case "double_ownership":
-		return k.DoubleOwnership.Windows == 0, fmt.Sprintf("%d windows", k.DoubleOwnership.Windows)
-	case "resource":
-		r := k.Resource
-		return r.Valid, fmt.Sprintf("%d lost updates, %d stale writes accepted, %d refused", r.LostUpdates, r.StaleWritesAccepted, r.StaleWritesRefused)
-	case "fencing":
-		return k.Fencing.Valid, fmt.Sprintf("%d regressions, %d duplicates", k.Fencing.Regressions, k.Fencing.Duplicates)
-	case "linearizability":
-		return k.Linearizability.Result == "ok", k.Linearizability.Result
-	case "liveness":
-		if k.Liveness.StuckUntilEnd {
-			return false, fmt.Sprintf("stuck until the end (%.0f ms)", k.Liveness.LongestStallMs)
+// stepsNotRun adds a mismatch for each timeline step that never ran (the
+// run ended before its time, or before its client reached its moment): a
+// timeline that did not happen as written reproduces nothing, whatever
+// the checks say.
+func (f *File) stepsNotRun(c *Comparison, steps []int) {
+	for _, i := range steps {
+		if i < 0 || i >= len(f.Timeline) {
+			continue
 		}
-		return true, fmt.Sprintf("longest stall %.0f ms", k.Liveness.LongestStallMs)
+		s := f.Timeline[i]
+		what := fmt.Sprintf("timeline step %d (%s %s%s", i+1, s.Do, s.Target, s.Fault)
+		if line, ok := f.lines[fmt.Sprintf("timeline[%d]", i)]; ok {
+			what += fmt.Sprintf(", line %d", line)
+		}
+		c.add(what+")", "runs", "never ran: the run ended first", false)
 	}
-	return false, "unknown check"
+}
+
+// judge is how the check named name came out in res, as the check itself
+// decides (checker's Judge): the verdict, junit.xml and the report read
+// the same decision.
+func (f *File) judge(res *checker.Result, name string) (checker.Judgement, bool) {
+	for _, c := range res.Checks.List() {
+		if c.Key == name {
+			return c.Check.Judge(checker.JudgeContext{Fenced: f.Workload == workloads.Fenced, T0: res.Span.Start}), true
+		}
+	}
+	return checker.Judgement{}, false
+}
+
+// observed is a check's judgement as the comparison prints it.
+func observed(j checker.Judgement) string {
+	if j.Message == "" {
+		return string(j.Status)
+	}
+	return string(j.Status) + ": " + j.Message
 }
 
 // flatten maps "check.field" to every number in the checks' JSON.
@@ -106,6 +124,27 @@ func flatten(checks checker.Checks) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// countPathError says why path names no number of results.json's checks,
+// listing the numbers of its check, or the checks, to choose from.
+func countPathError(path string) error {
+	known := flatten(checker.Checks{})
+	if _, ok := known[path]; ok {
+		return nil
+	}
+	check, _, _ := strings.Cut(path, ".")
+	var choices []string
+	for p := range known {
+		if strings.HasPrefix(p, check+".") {
+			choices = append(choices, p)
+		}
+	}
+	if len(choices) == 0 {
+		return fmt.Errorf("%q names no check of results.json (choose one of: %s)", path, strings.Join(Checks, ", "))
+	}
+	slices.Sort(choices)
+	return fmt.Errorf("%q is no number of results.json (choose one of: %s)", path, strings.Join(choices, ", "))
 }
 
 // parseCondition reads ">= 1", "0", "< 3".

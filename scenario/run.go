@@ -88,6 +88,9 @@ func Run(ctx context.Context, f *File, out string, programs catalog.Programs, ru
 	if err != nil {
 		return Outcome{Dir: run.Dir}, err
 	}
+	if run.RecordingFailed != nil {
+		return Outcome{Dir: run.Dir}, fmt.Errorf("scenario %s stopped: %w (run directory %s)", f.Name, run.RecordingFailed, run.Dir)
+	}
 	if run.Interrupted {
 		return Outcome{Dir: run.Dir}, fmt.Errorf("scenario %s was interrupted", f.Name)
 	}
@@ -95,5 +98,7 @@ func Run(ctx context.Context, f *File, out string, programs catalog.Programs, ru
 	if err != nil {
 		return Outcome{Dir: run.Dir}, err
 	}
-	return Outcome{Dir: run.Dir, Result: res, History: h, Comparison: f.Compare(res)}, nil
+	c := f.Compare(res)
+	f.stepsNotRun(&c, run.StepsNotRun)
+	return Outcome{Dir: run.Dir, Result: res, History: h, Comparison: c}, nil
 }

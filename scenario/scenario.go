@@ -8,7 +8,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +83,9 @@ type Duration time.Duration
 
 // UnmarshalYAML reads a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: expected a duration such as 900ms or +2s, got %s", n.Line, kindName(n.Kind))
+	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %q is not a duration such as 900ms or +2s", n.Line, n.Value)
@@ -94,20 +100,40 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // Checks a scenario can expect to fail or hold.
 var Checks = []string{"lease_safety", "double_ownership", "resource", "fencing", "linearizability", "liveness"}
 
+// kindName names a YAML node kind as an error shows what it got.
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return "a document"
+}
+
 // Parse reads and validates a scenario. Errors name the file's line and the
 // field at fault.
 func Parse(name string, data []byte) (*File, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, yamlError(err, nil))
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s: the file is empty: a scenario is a YAML mapping with name, backend, timeline and expect", name)
+	}
+	if root := doc.Content[0]; root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: line %d: expected a mapping with name, backend, timeline and expect, got %s", name, root.Line, kindName(root.Kind))
+	}
+	lines := lineIndex(&doc)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true) // a misspelled field is an error, not a silent default
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %s", name, strings.TrimPrefix(strings.ReplaceAll(err.Error(), "\n ", ""), "yaml: "))
+		return nil, fmt.Errorf("%s: %s", name, yamlError(err, lines))
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %v", name, err)
-	}
-	f.lines = lineIndex(&doc)
+	f.lines = lines
 	f.defaults()
 	if err := f.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -115,29 +141,107 @@ func Parse(name string, data []byte) (*File, error) {
 	return &f, nil
 }
 
-// lineIndex records the line of every top-level field and of every
-// timeline step ("timeline[2]") and its fields ("timeline[2].target").
+// lineIndex records the line of every field: top-level ones ("ttl"),
+// timeline steps ("timeline[2]") and their fields ("timeline[2].target"),
+// and nested ones ("expect.counts"); a key of counts, which holds dots
+// itself, is "expect.counts[resource.lost_updates]".
 func lineIndex(doc *yaml.Node) map[string]int {
 	lines := map[string]int{}
-	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return lines
-	}
-	root := doc.Content[0]
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		key, val := root.Content[i], root.Content[i+1]
-		lines[key.Value] = key.Line
-		if key.Value != "timeline" || val.Kind != yaml.SequenceNode {
-			continue
-		}
-		for j, step := range val.Content {
-			prefix := fmt.Sprintf("timeline[%d]", j)
-			lines[prefix] = step.Line
-			for k := 0; k+1 < len(step.Content); k += 2 {
-				lines[prefix+"."+step.Content[k].Value] = step.Content[k].Line
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i]
+				p := key.Value
+				switch {
+				case path == "expect.counts":
+					p = path + "[" + key.Value + "]"
+				case path != "":
+					p = path + "." + key.Value
+				}
+				lines[p] = key.Line
+				walk(n.Content[i+1], p)
+			}
+		case yaml.SequenceNode:
+			for j, item := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, j)
+				lines[p] = item.Line
+				walk(item, p)
 			}
 		}
 	}
+	if len(doc.Content) > 0 {
+		walk(doc.Content[0], "")
+	}
 	return lines
+}
+
+// yamlLine finds the "line N: " a YAML error starts with.
+var yamlLine = regexp.MustCompile(`^line (\d+): `)
+
+// yamlError turns a YAML error into one line per problem that names the
+// field on its line: "line 7: clients: expected a whole number, got
+// \"many\"".
+func yamlError(err error, lines map[string]int) string {
+	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs = te.Errors
+	}
+	for i, m := range msgs {
+		m = strings.ReplaceAll(m, "\n ", "")
+		m = typeMismatch.ReplaceAllStringFunc(m, func(x string) string {
+			g := typeMismatch.FindStringSubmatch(x)
+			got := yamlKinds[g[1]]
+			if g[2] != "" || got == "" {
+				got = strconv.Quote(g[2])
+			}
+			want, ok := goTypes[g[3]]
+			if !ok {
+				want = g[3]
+			}
+			return "expected " + want + ", got " + got
+		})
+		if g := yamlLine.FindStringSubmatch(m); g != nil {
+			if field := fieldAt(lines, g[1]); field != "" && !strings.Contains(m, "field "+field) {
+				m = g[0] + field + ": " + m[len(g[0]):]
+			}
+		}
+		msgs[i] = m
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// typeMismatch is yaml's "cannot unmarshal !!str `many` into int".
+var typeMismatch = regexp.MustCompile("cannot unmarshal (!!\\w+)(?: `([^`]*)`)? into ([\\w.\\[\\]*]+)")
+
+// yamlKinds and goTypes say yaml's and Go's type names in words.
+var (
+	yamlKinds = map[string]string{"!!seq": "a list", "!!map": "a mapping"}
+	goTypes   = map[string]string{
+		"int": "a whole number", "bool": "true or false", "string": "a text",
+		"[]string":          "a list such as [resource, fencing]",
+		"map[string]string": "a mapping",
+		"[]scenario.Step":   "a list of steps, each with at, do and target",
+		"scenario.Step":     "a step with at, do and target",
+		"scenario.When":     "a mapping such as {client: c0, reaches: before-write}",
+		"scenario.Expect":   "a mapping with verdict, fail, hold and counts",
+	}
+)
+
+// fieldAt names the field whose key is on line, from lineIndex: the
+// outermost one, since a flow collection ("fail: [a, b]") puts its items
+// on the same line.
+func fieldAt(lines map[string]int, line string) string {
+	n, _ := strconv.Atoi(line)
+	best := ""
+	for field, l := range lines {
+		if l == n && !strings.HasSuffix(field, "]") && (best == "" || len(field) < len(best)) {
+			best = field
+		}
+	}
+	return lastPart(best)
 }
 
 func (f *File) defaults() {
@@ -170,7 +274,12 @@ func (f *File) errAt(field, format string, args ...any) error {
 	return fmt.Errorf("%s: %s", field, msg)
 }
 
+// lastPart is the field's own name: "target" of "timeline[2].target",
+// "counts" of "expect.counts[resource.lost_updates]".
 func lastPart(field string) string {
+	if i := strings.IndexByte(field, '['); i >= 0 && strings.HasSuffix(field, "]") && strings.Contains(field[:i], ".") {
+		field = field[:i] // a counts key: name the counts
+	}
 	if i := strings.LastIndexByte(field, '.'); i >= 0 {
 		return field[i+1:]
 	}
@@ -180,6 +289,9 @@ func lastPart(field string) string {
 func (f *File) validate() error {
 	if f.Name == "" {
 		return errors.New(`missing "name"`)
+	}
+	if err := f.validateNumbers(); err != nil {
+		return err
 	}
 	b, variant, err := catalog.Lookup(f.Backend, f.Variant)
 	if err != nil {
@@ -232,15 +344,50 @@ func (f *File) validate() error {
 			return f.errAt("expect", "unknown check %q (choose one of: %s)", c, strings.Join(Checks, ", "))
 		}
 	}
-	for path, cond := range f.Expect.Counts {
-		if _, _, err := parseCondition(cond); err != nil {
-			return f.errAt("expect", "%s: %v", path, err)
+	if slices.Contains(f.Expect.Fail, "liveness") {
+		// The verdict is about safety: a stuck lock is a notice.
+		return f.errAt("expect.fail", `liveness never fails; expect a stuck lock with counts: {liveness.stuck_until_end: 1}`)
+	}
+	for _, path := range slices.Sorted(maps.Keys(f.Expect.Counts)) {
+		at := "expect.counts[" + path + "]"
+		if _, _, err := parseCondition(f.Expect.Counts[path]); err != nil {
+			return f.errAt(at, "%s: %v", path, err)
+		}
+		if err := countPathError(path); err != nil {
+			return f.errAt(at, "%v", err)
 		}
 	}
 	switch f.Expect.Verdict {
 	case "", "true", "false", "unknown":
 	default:
 		return f.errAt("expect", "verdict %q is not true, false or unknown", f.Expect.Verdict)
+	}
+	return nil
+}
+
+// validateNumbers refuses numbers that would run a scenario that tests
+// nothing: a TTL or time limit that is not positive (every acquire refused
+// with "invalid expire time"), no clients, a step before the start or
+// after the end of the run, a negative pause.
+func (f *File) validateNumbers() error {
+	switch {
+	case f.TTL <= 0:
+		return f.errAt("ttl", "expected a positive duration such as 500ms, got %s", f.TTL.D())
+	case f.TimeLimit <= 0:
+		return f.errAt("time_limit", "expected a positive duration such as 5s, got %s", f.TimeLimit.D())
+	case f.Clients < 1:
+		return f.errAt("clients", "expected at least 1 client, got %d", f.Clients)
+	}
+	for i, s := range f.Timeline {
+		at := fmt.Sprintf("timeline[%d]", i)
+		switch {
+		case s.At < 0:
+			return f.errAt(at+".at", "expected a time since the workload started, 0 or later, got %s", s.At.D())
+		case s.At >= f.TimeLimit:
+			return f.errAt(at+".at", "%s is not before time_limit %s: the step would never run", s.At.D(), f.TimeLimit.D())
+		case s.For < 0:
+			return f.errAt(at+".for", "expected a positive duration (or none: until a resume or the end), got %s", s.For.D())
+		}
 	}
 	return nil
 }

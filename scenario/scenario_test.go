@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 )
 
@@ -63,7 +64,20 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"unknown client in when", "{client: c0,", "{client: c7,", `line 10: when: unknown client "c7"`},
 		{"unknown moment", "reaches: before-write", "reaches: lunch", `line 10: when: unknown moment "lunch"`},
 		{"unknown action", "do: pause", "do: explode", `line 11: do: unknown action "explode"`},
-		{"bad duration", "for: 900ms", "for: soon", `line 13: "soon" is not a duration`},
+		{"bad duration", "for: 900ms", "for: soon", `line 13: for: "soon" is not a duration such as 900ms or +2s`},
+		{"list for a duration", "ttl: 300ms", "ttl: [1,2]", `line 5: ttl: expected a duration such as 900ms or +2s, got a list`},
+		{"negative ttl", "ttl: 300ms", "ttl: -500ms", `line 5: ttl: expected a positive duration such as 500ms, got -500ms`},
+		{"negative time limit", "time_limit: 3s", "time_limit: -4s", `line 7: time_limit: expected a positive duration such as 5s, got -4s`},
+		{"negative clients", "clients: 2", "clients: -2", `line 6: clients: expected at least 1 client, got -2`},
+		{"clients not a number", "clients: 2", "clients: many", `line 6: clients: expected a whole number, got "many"`},
+		{"negative at", "at: 500ms", "at: -500ms", `line 9: at: expected a time since the workload started, 0 or later, got -500ms`},
+		{"at after the end", "at: 500ms", "at: 3s", `line 9: at: 3s is not before time_limit 3s: the step would never run`},
+		{"negative for", "for: 900ms", "for: -1s", `line 13: for: expected a positive duration`},
+		{"misspelled count", "resource.lost_updates:", "resource.lost_updatez:", `line 18: counts: "resource.lost_updatez" is no number of results.json (choose one of: resource.lost_updates, `},
+		{"count of no check", "resource.lost_updates:", "vibes.level:", `line 18: counts: "vibes.level" names no check of results.json`},
+		{"watchdog not a bool", "clients: 2", "watchdog: maybe", `line 6: watchdog: expected true or false, got "maybe"`},
+		{"when not a mapping", "when: {client: c0, reaches: before-write}", "when: c0", `line 10: when: expected a mapping such as {client: c0, reaches: before-write}, got "c0"`},
+		{"fail not a list", "fail: [resource]", "fail: {resource: 1}", "line 16: fail: expected a list such as [resource, fencing], got a mapping"},
 		{"unknown backend", "backend: redis", "backend: zookeeper", `line 2: backend: unknown backend "zookeeper"`},
 		{"unknown check", "fail: [resource]", "fail: [vibes]", `unknown check "vibes"`},
 	}
@@ -74,6 +88,22 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "incident.yaml: ")
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// An empty file, or one that is no mapping, says what a scenario is.
+func TestParseRefusesAFileThatIsNoScenario(t *testing.T) {
+	for _, tt := range []struct{ name, data, want string }{
+		{"empty", "", "incident.yaml: the file is empty: a scenario is a YAML mapping"},
+		{"only a comment", "# nothing yet\n", "incident.yaml: the file is empty"},
+		{"a list", "- a\n- b\n", "incident.yaml: line 1: expected a mapping with name, backend, timeline and expect, got a list"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("incident.yaml", []byte(tt.data))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), "EOF")
 		})
 	}
 }
@@ -105,4 +135,73 @@ func TestCatalogue(t *testing.T) {
 			assert.NotEmpty(t, o.Comparison.Lines, "a scenario that expects nothing tests nothing")
 		})
 	}
+}
+
+// A timeline step that never ran makes the scenario a mismatch, naming
+// the step and its line.
+func TestStepsThatNeverRanAreMismatches(t *testing.T) {
+	f, err := Parse("incident.yaml", []byte(demo4))
+	require.NoError(t, err)
+	var c Comparison
+	f.stepsNotRun(&c, []int{0})
+	require.Len(t, c.Mismatches, 1)
+	assert.False(t, c.OK())
+	assert.Equal(t, Mismatch{What: "timeline step 1 (pause c0, line 9)", Expected: "runs", Observed: "never ran: the run ended first"}, c.Mismatches[0])
+}
+
+// On real servers: c0 is paused for good, so the step waiting for c0 to
+// reach before-write never runs, and the scenario says so.
+func TestAStepThatNeverRanIsReported(t *testing.T) {
+	const never = `name: never-reached
+backend: redis
+variant: correct
+workload: fenced
+ttl: 300ms
+clients: 2
+time_limit: 2s
+timeline:
+  - at: 200ms
+    do: pause
+    target: c0
+  - at: 500ms
+    when: {client: c0, reaches: before-write}
+    do: pause
+    target: c1
+expect:
+  hold: [lease_safety]
+`
+	f, err := Parse("never.yaml", []byte(never))
+	require.NoError(t, err)
+	o, err := Run(context.Background(), f, t.TempDir(), catalog.Programs{}, nil)
+	require.NoError(t, err)
+	require.Len(t, o.Comparison.Mismatches, 1, "%+v", o.Comparison.Lines)
+	assert.Equal(t, "timeline step 2 (pause c1, line 12)", o.Comparison.Mismatches[0].What)
+}
+
+// A scenario reads each check's own status: fails means failed, holds
+// means ok; a notice (a fenced overlap, a stuck lock) is neither.
+func TestCompareReadsTheChecksStatus(t *testing.T) {
+	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "workload: unfenced", "workload: fenced")))
+	require.NoError(t, err)
+	f.Expect = Expect{Fail: []string{"double_ownership"}, Hold: []string{"lease_safety", "liveness"}}
+	res := &checker.Result{Checks: checker.Checks{
+		LeaseSafety:     checker.LeaseSafety{Valid: true},
+		DoubleOwnership: checker.DoubleOwnership{Windows: 2, UnsafeWrites: 1},
+		Liveness:        checker.Liveness{StuckUntilEnd: true},
+	}}
+	c := f.Compare(res)
+	var missed []string
+	for _, m := range c.Mismatches {
+		missed = append(missed, m.What+": "+m.Observed)
+	}
+	assert.Equal(t, []string{
+		"double_ownership: notice: Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe.",
+		"liveness: notice: The lock was stuck until the end of the run.",
+	}, missed)
+}
+
+func TestLivenessNeverFails(t *testing.T) {
+	_, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "fail: [resource]", "fail: [liveness]")))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "line 16: fail: liveness never fails; expect a stuck lock with counts: {liveness.stuck_until_end: 1}")
 }

@@ -202,7 +202,10 @@ func TestDatabaseFencesStaleWrites(t *testing.T) {
 		assert.Contains(t, reply.Reason, tt.reason, tt.name)
 	}
 	path := filepath.Join(t.TempDir(), "resource.jsonl")
-	require.NoError(t, pgresource.Export(ctx, addr, path))
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, pgresource.Export(ctx, addr, f))
+	require.NoError(t, f.Close())
 	log, err := history.ReadResourceLog(path)
 	require.NoError(t, err)
 	require.Len(t, log, len(tests), "every write, accepted or refused, is in the audit table")

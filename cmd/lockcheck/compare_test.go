@@ -76,7 +76,7 @@ func TestCompareBadInputIsOneLineAndExitTwo(t *testing.T) {
 		{"unknown variant", []string{"--backends", "redis/nope"}, `no variant "nope"`},
 		{"unknown workload", []string{"--workloads", "fenced,maybe"}, `unknown workload "maybe"`},
 		{"unknown fault", []string{"--nemesis", "none,meteor"}, `--nemesis: unknown nemesis "meteor"`},
-		{"bad time limit", []string{"--time-limit", "-1s"}, "--time-limit must be positive"},
+		{"bad time limit", []string{"--time-limit", "-1s"}, "--time-limit=-1s: must be a positive duration"},
 	})
 }
 

@@ -28,7 +28,7 @@ lockcheck could not run.`,
 				return fmt.Errorf("--log-level %q: choose debug, info, warn or error", logLevel)
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-			return nil
+			return validateFlags(cmd.Flags())
 		},
 	}
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")

@@ -193,8 +193,9 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 	case err != nil:
 		return err
 	case out.Interrupted:
+		// The verdict of an interrupted run is unknown unless a safety
+		// check failed, as lockcheck check of its directory says too.
 		fmt.Fprintln(cmd.ErrOrStderr(), "lockcheck: interrupted; the verdict covers the part of the run that was recorded")
-		return exitError{exitUnknown}
 	}
 	return verdictExit(v)
 }
@@ -206,9 +207,6 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	case workloads.FenceFromLock, workloads.FenceFromResource, workloads.FenceNone:
 	default:
 		return harness.Config{}, fmt.Errorf("--fence-source %q: choose lock, resource or none", f.fenceSource)
-	}
-	if f.ttl <= 0 || f.limit <= 0 {
-		return harness.Config{}, errors.New("--ttl and --time-limit must be positive")
 	}
 	_, variant, err := catalog.Lookup(f.backend, f.variant)
 	if err != nil {
@@ -254,8 +252,9 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, summary, progress io.Writer) (harness.Outcome, checker.Validity, error) {
 	out, runErr := harness.Run(ctx, cfg)
 	clearProgress(progress)
-	if out.Dir == "" {
-		return out, checker.Unknown, runErr
+	var startInterrupted *harness.StartInterrupted
+	if out.Dir == "" || errors.As(runErr, &startInterrupted) {
+		return out, checker.Unknown, runErr // nothing ran: nothing to check
 	}
 	// Whatever happened, check what was recorded: nothing is lost.
 	if _, err := os.Stat(filepath.Join(out.Dir, results.HistoryFile)); err != nil {
@@ -266,6 +265,10 @@ func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, 
 	}
 	v, err := checkDir(out.Dir, opts, summary)
 	switch {
+	case out.RecordingFailed != nil && err != nil:
+		return out, v, fmt.Errorf("%v; the run stopped there, and its results could not be written either: %v", out.RecordingFailed, err)
+	case out.RecordingFailed != nil:
+		return out, v, fmt.Errorf("%v; the run stopped there, and what was recorded is checked in %s (verdict %s)", out.RecordingFailed, out.Dir, v)
 	case runErr != nil:
 		return out, v, fmt.Errorf("%v (what was recorded is checked in %s)", runErr, out.Dir)
 	case err != nil:

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -73,4 +74,45 @@ func TestServeServesTheIndexUntilStopped(t *testing.T) {
 	}
 	_, err = http.Get(url)
 	assert.Error(t, err, "nothing listens any more")
+}
+
+// serve answers only requests addressed to a loopback name or address, so
+// a page that rebinds a name of its own to 127.0.0.1 reads nothing.
+func TestServeRefusesForeignHosts(t *testing.T) {
+	handler := loopbackHostOnly(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "the store") //nolint:errcheck // a test handler
+	}))
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"localhost", true},
+		{"localhost:8080", true},
+		{"LOCALHOST:8080", true},
+		{"127.0.0.1", true},
+		{"127.0.0.1:8080", true},
+		{"127.1.2.3:9000", true},
+		{"[::1]", true},
+		{"[::1]:8080", true},
+		{"attacker.example:8080", false},
+		{"attacker.example", false},
+		{"localhost.attacker.example", false},
+		{"10.0.0.1:8080", false},
+		{"[::ffff:10.0.0.1]:8080", false},
+		{"", false},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			req.Host = tc.host
+			rec := httptest.NewRecorder()
+			handler.ServeHTTP(rec, req)
+			if tc.ok {
+				assert.Equal(t, http.StatusOK, rec.Code)
+				assert.Equal(t, "the store", rec.Body.String())
+			} else {
+				assert.Equal(t, http.StatusMisdirectedRequest, rec.Code)
+				assert.NotContains(t, rec.Body.String(), "the store")
+			}
+		})
+	}
 }

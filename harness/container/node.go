@@ -148,7 +148,12 @@ func (n *Node) create(ctx context.Context, all []backends.Endpoint) error {
 		},
 		Started: false,
 	}
-	c, err := testcontainers.GenericContainer(ctx, req)
+	// Creation is not cut off by Ctrl-C: a request the engine already
+	// took would leave a container no node holds. It takes well under a
+	// second; the caller sees the interruption right after.
+	createCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	c, err := testcontainers.GenericContainer(createCtx, req)
 	if c != nil {
 		n.c = c
 		n.rt.mu.Lock()
@@ -157,6 +162,9 @@ func (n *Node) create(ctx context.Context, all []backends.Endpoint) error {
 	}
 	if err != nil {
 		return fmt.Errorf("creating the container of %s from %s: %v", n.Name(), n.image, oneLine(err))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if n.spec.FakeClock {
 		for _, lib := range faketime.Libs {

@@ -125,7 +125,7 @@ func New(ctx context.Context, cli *testcontainers.DockerClient, opts Options) (*
 		cli: cli, images: opts.Images, run: opts.Run, log: log,
 		labels: map[string]string{LabelOwner: owner, LabelRun: opts.Run},
 	}
-	if n, err := Sweep(ctx, cli); err != nil {
+	if n, err := Sweep(ctx, cli); err != nil && ctx.Err() == nil { // after Ctrl-C, the interruption is the story
 		log.Warn("removing leftovers of earlier runs", "err", err)
 	} else if n > 0 {
 		log.Info("removed leftovers of earlier runs", "objects", n)

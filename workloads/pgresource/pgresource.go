@@ -13,9 +13,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -226,29 +225,20 @@ func refusal(fence *int64, highest int64) string {
 	return fmt.Sprintf("fence %d is not above fence_token %d (UPDATE ... WHERE fence_token < %d matched no row)", *fence, highest, *fence)
 }
 
-// Export writes the audit table, in bigserial order, to path as
+// Export writes the audit table, in bigserial order, to log as
 // resource.jsonl (one history.ResourceEntry per line).
-func Export(ctx context.Context, addr, path string) (err error) {
+func Export(ctx context.Context, addr string, log io.Writer) error {
 	conn, err := postgres.Connect(ctx, addr, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("resource postgres: exporting the audit table: %w", err)
 	}
 	defer conn.Close(context.Background())
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
 	rows, err := conn.Query(ctx, `SELECT seq, at, key, process, req, fence, read, value, prev, accepted, reason FROM lockcheck_audit ORDER BY seq`)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	w := bufio.NewWriter(f)
+	w := bufio.NewWriter(log)
 	enc := json.NewEncoder(w)
 	for rows.Next() {
 		var (
@@ -266,5 +256,5 @@ func Export(ctx context.Context, addr, path string) (err error) {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	return errors.Join(w.Flush(), f.Sync())
+	return w.Flush()
 }

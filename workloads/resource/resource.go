@@ -53,12 +53,14 @@ type Store struct {
 	seq  int64
 	log  *json.Encoder
 	err  error
+	// failed is closed at the first write to the log that fails.
+	failed chan struct{}
 }
 
 // NewStore returns an empty store that logs every write to log, one
 // history.ResourceEntry per line.
 func NewStore(log io.Writer, fenced bool) *Store {
-	return &Store{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(log)}
+	return &Store{fenced: fenced, keys: map[string]*cell{}, log: json.NewEncoder(log), failed: make(chan struct{})}
 }
 
 // Err is the first error writing the log, if any.
@@ -68,10 +70,17 @@ func (s *Store) Err() error {
 	return s.err
 }
 
+// Failed is closed when a write to the log failed; Err says why.
+func (s *Store) Failed() <-chan struct{} { return s.failed }
+
+// errNotLogged answers a write the log could not record: it was not
+// applied, since a write absent from the log never happened.
+var errNotLogged = errors.New("the resource could not log the write, so it did not apply it")
+
 // Server serves a Store on loopback to the worker processes.
 type Server struct {
 	*Store
-	file *os.File
+	file io.WriteCloser
 	ln   net.Listener
 	srv  *http.Server
 }
@@ -133,12 +142,18 @@ func Start(logPath string, fenced bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Serve(f, fenced)
+}
+
+// Serve serves the resource on a free loopback port, logging to log, which
+// it closes on Close. Tests pass a log that fails, as a full disk does.
+func Serve(log io.WriteCloser, fenced bool) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		f.Close()
+		log.Close()
 		return nil, fmt.Errorf("resource: %w", err)
 	}
-	s := &Server{Store: NewStore(f, fenced), file: f, ln: ln}
+	s := &Server{Store: NewStore(log, fenced), file: log, ln: ln}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /read", handle(s.Read))
 	mux.HandleFunc("POST /write", handle(s.Write))
@@ -194,21 +209,21 @@ func (s *Store) NextFence(_ context.Context, r FenceRequest) (FenceReply, error)
 	return FenceReply{Fence: c.lastFence}, nil
 }
 
-// Write applies or refuses a write and logs it.
+// Write logs a write as accepted or refused and then applies it. The log
+// comes first: once it cannot be written, no write is applied any more
+// (the client sees an error, an unknown outcome), so the log stays the
+// whole truth of what the resource holds.
 func (s *Store) Write(_ context.Context, r WriteRequest) (WriteReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.err != nil {
+		return WriteReply{}, errNotLogged
+	}
 	c := s.cell(r.Key)
 	reply := WriteReply{Accepted: true, Prev: c.value}
 	if s.fenced {
 		reply.Reason = c.refusal(r.Fence)
 		reply.Accepted = reply.Reason == ""
-	}
-	if reply.Accepted {
-		c.value = r.Value
-		if r.Fence != nil && (c.highestWritten == nil || *r.Fence > *c.highestWritten) {
-			c.highestWritten = history.Int64(*r.Fence)
-		}
 	}
 	s.seq++
 	entry := history.ResourceEntry{
@@ -216,8 +231,16 @@ func (s *Store) Write(_ context.Context, r WriteRequest) (WriteReply, error) {
 		Fence: r.Fence, Read: r.Read, Value: r.Value, Prev: reply.Prev,
 		Accepted: reply.Accepted, Reason: reply.Reason,
 	}
-	if err := s.log.Encode(entry); err != nil && s.err == nil {
+	if err := s.log.Encode(entry); err != nil {
 		s.err = err
+		close(s.failed)
+		return WriteReply{}, errNotLogged
+	}
+	if reply.Accepted {
+		c.value = r.Value
+		if r.Fence != nil && (c.highestWritten == nil || *r.Fence > *c.highestWritten) {
+			c.highestWritten = history.Int64(*r.Fence)
+		}
 	}
 	return reply, nil
 }

@@ -1,0 +1,129 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// How a run ended, as its history tells: the harness writes a run-end event
+// as the last event of every run it finishes, with detail "interrupted"
+// (or "interrupted: <why>") when the run stopped before its time limit. A
+// history lockcheck recorded (its header names when it started) that has
+// no run-end was cut short: lockcheck was killed, or could not write.
+// Deriving this from the history, not from the harness, is what makes a
+// run and a later `lockcheck check` of its directory agree.
+
+// runEnding reads how the run of h ended.
+func runEnding(h *history.History) (interrupted, incomplete bool, why string) {
+	for i := len(h.Events) - 1; i >= 0; i-- {
+		e := &h.Events[i]
+		if e.Process != history.Nemesis || e.F != history.NemRunEnd {
+			continue
+		}
+		detail := ""
+		if e.Value != nil {
+			detail = e.Value.Detail
+		}
+		if detail == history.RunEndInterrupted || strings.HasPrefix(detail, history.RunEndInterrupted+":") {
+			return true, false, strings.TrimSpace(strings.TrimPrefix(detail, history.RunEndInterrupted+":"))
+		}
+		return false, false, ""
+	}
+	return false, recorded(h), ""
+}
+
+// recorded reports whether lockcheck run recorded h: the harness writes the
+// wall-clock start into the header, a hand-written history need not.
+func recorded(h *history.History) bool { return h.Header.Started != "" }
+
+// runUnknownReasons lists why a run, whatever its checks found, tested too
+// little for a pass: it was interrupted or cut short, no client was ever
+// granted the lock, the nemesis it asked for injected nothing, or no client
+// wrote (the last three only for a history lockcheck recorded: a
+// hand-written one was not asked to test anything), or the history holds
+// no client operation at all. Each is a sentence; the verdict is unknown
+// when there is any and no safety check failed.
+func runUnknownReasons(h *history.History, r *Result) []string {
+	var out []string
+	if r.Interrupted {
+		s := "The run was interrupted before its time limit"
+		if r.InterruptedBy != "" {
+			s += " (" + r.InterruptedBy + ")"
+		}
+		out = append(out, s+", so it tested less than it was asked to.")
+	}
+	if r.Incomplete {
+		out = append(out, "The history ends without a run-end event: lockcheck was killed, or could not record, before the run finished; what was recorded was checked.")
+	}
+	l := &r.Checks.Liveness
+	if l.AcquireAttempts == 0 && r.Checks.Linearizability.Operations == 0 {
+		// Holds for a hand-written history too: with no client operation
+		// there is nothing a pass could vouch for.
+		return append(out, "The history holds no acquire, read or write, so nothing was tested.")
+	}
+	if !recorded(h) {
+		// A history written by hand (an incident's account) tells what
+		// happened; it was not asked to test anything.
+		return out
+	}
+	if l.Grants == 0 {
+		out = append(out, fmt.Sprintf("No client was ever granted the lock (%d acquires: %d refused as busy, %d refused by the service, %d with an unknown outcome), so nothing was tested.",
+			l.AcquireAttempts, l.AcquireFailed, l.AcquireRefused, l.AcquireUnknown))
+	} else if !anyWrite(h) {
+		out = append(out, "No client wrote to the resource, so the lock protected nothing.")
+	}
+	if asked := askedFaults(h.Header.Config); asked != "" && injected(r.Faults) == 0 {
+		out = append(out, fmt.Sprintf("The nemesis was asked for %s but injected no fault.", asked))
+	}
+	return out
+}
+
+// askedFaults names the faults a seeded nemesis was asked for, or "" when
+// it was asked for none. A scenario's timeline ("script") reports the steps
+// that never ran itself.
+func askedFaults(cfg history.RunConfig) string {
+	var asked []string
+	for _, f := range cfg.Nemesis {
+		if f != "" && f != "none" && f != "script" {
+			asked = append(asked, f)
+		}
+	}
+	return strings.Join(asked, ", ")
+}
+
+// injected counts the faults the nemesis made; a promotion is the
+// service's own doing.
+func injected(faults []Fault) int {
+	n := 0
+	for _, f := range faults {
+		if f.Kind != history.NemSwitchMaster {
+			n++
+		}
+	}
+	return n
+}
+
+func anyWrite(h *history.History) bool {
+	for i := range h.Events {
+		if e := &h.Events[i]; e.F == history.FWrite && e.Type == history.Invoke {
+			return true
+		}
+	}
+	return false
+}
+
+// withRunReasons adds the run's unknown reasons to the verdict's sentence:
+// they replace "no safety check failed" praise when they made the verdict
+// unknown, and follow the failure's story when a safety check failed.
+func withRunReasons(r *Result) string {
+	if len(r.UnknownReasons) == 0 {
+		return r.Reason
+	}
+	reasons := strings.Join(r.UnknownReasons, " ")
+	if r.Valid == Unknown && r.Reason == "" {
+		return "No safety check failed, but the verdict is unknown: " + reasons
+	}
+	return r.Reason + " " + reasons
+}
