@@ -110,6 +110,9 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
+	if slices.Contains(cfg.Run.Nemesis, "kill-session") && !b.Sessions {
+		return b, fmt.Errorf("--nemesis kill-session: backend %s holds its locks on no server session to terminate; use it with --backend postgres", cfg.Run.Backend)
+	}
 	if err := preflightResource(cfg, b); err != nil {
 		return b, err
 	}

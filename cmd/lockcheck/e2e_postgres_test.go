@@ -140,3 +140,9 @@ func TestPostgresXactNeedsTheDatabaseResource(t *testing.T) {
 	assert.Equal(t, exitUnknown, inv.code)
 	assert.Contains(t, inv.stderr, "--resource postgres")
 }
+
+func TestKillSessionNeedsSessions(t *testing.T) {
+	inv := lockcheck("run", "--backend", "redis", "--nemesis", "kill-session", "--out", t.TempDir())
+	assert.Equal(t, exitUnknown, inv.code)
+	assert.Contains(t, inv.stderr, "--backend postgres")
+}
