@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +13,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/postgres"
-	"github.com/lockcheck/lockcheck/harness/procstate"
+	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads/pgresource"
 	"github.com/lockcheck/lockcheck/workloads/resource"
@@ -30,53 +27,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startNode starts a real PostgreSQL node and stops it, and every process
-// it forked, when the test ends.
-func startNode(t *testing.T) string {
-	t.Helper()
-	server, err := postgres.Server.Find(postgres.Server.Name)
-	if err != nil {
-		t.Fatalf("PostgreSQL is not installed (run scripts/setup): %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	ep := backends.Endpoint{Name: postgres.Primary, Ports: []int{port}, Dir: t.TempDir()}
-	spec := postgres.Node(postgres.Primary, self, server)
-	cmd := exec.Command(self, spec.Args(ep, nil)...)
-	cmd.Env = append(os.Environ(), spec.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }() //nolint:errcheck // killed below
-	t.Cleanup(func() {
-		tree := procstate.Descendants(cmd.Process.Pid)
-		starts := map[int]string{}
-		for _, pid := range tree {
-			starts[pid], _ = procstate.StartTime(pid)
-		}
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
-		for _, pid := range tree {
-			syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
-		}
-		<-exited
-		for _, pid := range tree {
-			assert.Eventually(t, func() bool { return !procstate.Runs(pid, starts[pid]) }, 10*time.Second, 50*time.Millisecond, "postgres process %d outlived the test", pid)
-		}
-	})
-	addr := ep.Addr()
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		return spec.Ready(ctx, addr) == nil
-	}, 90*time.Second, 100*time.Millisecond, "postgres did not become ready (logs in %s)", ep.Dir)
-	require.NoError(t, postgres.Prepare(context.Background(), addr))
-	return addr
-}
-
 func open(t *testing.T, addr, variant string) *postgres.Lock {
 	t.Helper()
 	l, err := postgres.New(postgres.Options{Addr: addr, Variant: variant, Fence: true, Timeout: 2 * time.Second})
@@ -87,7 +37,7 @@ func open(t *testing.T, addr, variant string) *postgres.Lock {
 
 func TestAdvisoryLocksOnALiveServer(t *testing.T) {
 	t.Parallel()
-	addr := startNode(t)
+	addr := pgtest.Start(t)
 	ctx := context.Background()
 	svc := postgres.NewService([]backends.Endpoint{{Name: postgres.Primary, Ports: []int{port(t, addr)}}})
 
@@ -174,43 +124,4 @@ func port(t *testing.T, addr string) int {
 	_, err = fmt.Sscan(p, &n)
 	require.NoError(t, err)
 	return n
-}
-
-func TestDatabaseFencesStaleWrites(t *testing.T) {
-	t.Parallel()
-	addr := startNode(t)
-	ctx := context.Background()
-	require.NoError(t, pgresource.Setup(ctx, addr, []string{"k"}))
-	store := pgresource.Open(addr, 2*time.Second, true)
-	defer store.Close()
-	tests := []struct {
-		name     string
-		fence    *int64
-		accepted bool
-		reason   string
-	}{
-		{"first fence", history.Int64(5), true, ""},
-		{"lower fence", history.Int64(3), false, "fence 3 is not above fence_token 5"},
-		{"same fence", history.Int64(5), false, "WHERE fence_token < 5 matched no row"},
-		{"no fence", nil, false, "no fence"},
-		{"higher fence", history.Int64(9), true, ""},
-	}
-	for i, tt := range tests {
-		reply, err := store.Write(ctx, resource.WriteRequest{Key: "k", Process: 1, Req: fmt.Sprint(i), Fence: tt.fence, Read: int64(i), Value: int64(i + 1)})
-		require.NoError(t, err, tt.name)
-		assert.Equal(t, tt.accepted, reply.Accepted, tt.name)
-		assert.Contains(t, reply.Reason, tt.reason, tt.name)
-	}
-	path := filepath.Join(t.TempDir(), "resource.jsonl")
-	f, err := os.Create(path)
-	require.NoError(t, err)
-	require.NoError(t, pgresource.Export(ctx, addr, f))
-	require.NoError(t, f.Close())
-	log, err := history.ReadResourceLog(path)
-	require.NoError(t, err)
-	require.Len(t, log, len(tests), "every write, accepted or refused, is in the audit table")
-	for i, e := range log {
-		assert.Equal(t, tests[i].accepted, e.Accepted, tests[i].name)
-		assert.Equal(t, int64(i+1), e.Seq)
-	}
 }
