@@ -72,7 +72,12 @@ func startDatabase(ctx context.Context, cfg Config, p *procs, eps []backends.End
 	return db, nil
 }
 
-// export writes the audit table into the run's resource log and closes it.
-func (db *database) export(ctx context.Context, log io.WriteCloser) error {
+// export writes the audit table into the run's resource log at path,
+// created by create.
+func (db *database) export(ctx context.Context, create func(string) (io.WriteCloser, error), path string) error {
+	log, err := create(path)
+	if err != nil {
+		return err
+	}
 	return errors.Join(pgresource.Export(ctx, db.addr, log), log.Close())
 }

@@ -190,20 +190,20 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if cfg.createLog == nil {
 		cfg.createLog = createFile
 	}
-	resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
-	if err != nil {
-		return out, err
-	}
-	// The in-memory resource logs as it goes; a database's audit table is
-	// written into the log at the end.
+	// The in-memory resource logs as it goes. A database's audit table is
+	// written out at the end: a run killed before that leaves no log, and
+	// the checks read the writes from the history, rather than an empty
+	// log that would say no write happened.
 	var memory *resource.Server
 	if resourceOf(cfg) == resource.Memory {
+		resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
+		if err != nil {
+			return out, err
+		}
 		if memory, err = resource.Serve(resLog, cfg.Run.Fenced()); err != nil {
 			return out, err
 		}
 		defer memory.Close()
-	} else {
-		defer resLog.Close()
 	}
 
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
@@ -352,7 +352,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		// whatever ctx says, since the workers have stopped.
 		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := db.export(exportCtx, resLog); err != nil {
+		if err := db.export(exportCtx, cfg.createLog, filepath.Join(out.Dir, results.ResourceFile)); err != nil {
 			h.Close()
 			return out, fmt.Errorf("writing the resource log from the database: %w", err)
 		}
