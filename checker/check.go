@@ -63,6 +63,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 	}
 	r.Checks.Resource.withUnjudged(unjudged)
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(h)
+	r.FaultLanding = faultLanding(f.nemesis, r.Faults, h.Header.Config)
 	fenced := h.Header.Config.Guarded()
 	r.Valid = verdict(h, r, fenced)
 	r.Reason = explain(r, fenced)
@@ -75,7 +76,8 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 // an illegal linearizability result, or a write that landed during double
 // ownership without a fence to stop it: each check's Judge decides),
 // unknown when a check could not finish (linearizability) or the run
-// tested too little for a pass (runUnknownReasons), and true otherwise.
+// tested too little for a pass (runUnknownReasons: interrupted, nothing
+// granted, no fault landed, ...), and true otherwise.
 func verdict(h *history.History, r *Result, fenced bool) Validity {
 	failed, unknown := false, false
 	for _, c := range r.Checks.List() {

@@ -10,8 +10,8 @@ import (
 )
 
 func init() {
-	Faults["kill-session"] = KillSession
-	Describe["kill-session"] = "terminate the server session of the client that holds the lock (PostgreSQL: pg_terminate_backend), right before its write, as an idle-session timeout or an operator does; the client learns at its next statement"
+	register(Fault{Name: "kill-session", Inject: KillSession, Needs: []Capability{CapSessions},
+		Help: "terminate the server session of the client that holds the lock (PostgreSQL: pg_terminate_backend), right before its write, as an idle-session timeout or an operator does; the client learns at its next statement"})
 }
 
 // SessionKiller is a service whose locks live on server sessions: the
@@ -37,36 +37,37 @@ var ErrNoSessions = errors.New("the lock service has no sessions to terminate (k
 // another client to take the lock the session held. The event is recorded
 // before the terminate is sent, so its time is no later than the lease's
 // end; a terminate that did not land is recorded again with Detail
-// "missed: ...", which the checker reads as no kill.
-func KillSession(ctx context.Context, env *Env) error {
+// "missed: ...", which the checker reads as no kill. It lands when the
+// server terminated the session.
+func KillSession(ctx context.Context, env *Env) (Landing, error) {
 	svc, ok := env.Targets.Service().(SessionKiller)
 	if !ok {
-		return ErrNoSessions
+		return Landing{}, ErrNoSessions
 	}
 	c, leave, err := parkHolder(ctx, env, workloads.FailpointBeforeWrite)
 	if err != nil || c == nil {
-		return err
+		return missed("no client held the lock and reached its write within %s", env.Patience), err
 	}
 	defer leave()
 	holder, ok := c.(SessionHolder)
 	if !ok || holder.Session() == "" {
-		return nil // a grant on no session: nothing to terminate
+		return missed("%s holds its lock on no server session", c.Name()), nil
 	}
 	v := history.Value{Target: c.Name(), PID: c.PID(), Session: holder.Session(), Failpoint: workloads.FailpointBeforeWrite}
 	env.Record(history.NemKillSession, v)
 	killCtx, cancel := context.WithTimeout(ctx, env.OpTimeout+time.Second)
-	landed, err := svc.TerminateSession(killCtx, v.Session)
+	terminated, err := svc.TerminateSession(killCtx, v.Session)
 	cancel()
 	switch {
 	case err != nil:
 		v.Detail = history.MissedPrefix + err.Error()
-	case !landed:
+	case !terminated:
 		v.Detail = history.MissedPrefix + "the server found no backend " + v.Session
 	}
 	if v.Detail != "" {
 		env.Record(history.NemKillSession, v)
-		return nil
+		return missed("%s: %s", v.Session, v.Detail), nil
 	}
 	sleepCtx(ctx, env.Pause)
-	return nil
+	return landed("%s's session %s was terminated before its write; it went on %s later", c.Name(), v.Session, env.Pause), nil
 }

@@ -45,6 +45,8 @@ type Results struct {
 	InterruptedBy  string   `json:"interrupted_by,omitempty"`
 	Incomplete     bool     `json:"incomplete"`
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
+	// FaultLanding counts the nemesis steps and those whose fault landed.
+	FaultLanding checker.FaultLanding `json:"fault_landing"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -70,6 +72,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		InterruptedBy:  res.InterruptedBy,
 		Incomplete:     res.Incomplete,
 		UnknownReasons: res.UnknownReasons,
+		FaultLanding:   res.FaultLanding,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

@@ -79,9 +79,6 @@ type Backend struct {
 	// Diskless says its nodes keep nothing on disk: a restarted node always
 	// comes back empty, and a run records --wipe as true.
 	Diskless bool
-	// Sessions says its locks live on server sessions the kill-session
-	// fault can terminate (its Control offers TerminateSession).
-	Sessions bool
 	// RequiresResource names, per variant, the --resource it works with
 	// only, because it writes the resource inside the lock's own
 	// transaction (the postgres backend's xact variant): such a write

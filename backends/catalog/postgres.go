@@ -28,7 +28,6 @@ func init() {
 		},
 		Programs:         []backends.Program{postgres.Server},
 		Signature:        []string{"kill-session"},
-		Sessions:         true,
 		RequiresResource: map[string]string{postgres.Xact: "postgres"},
 		RunNode:          postgres.RunNodeFromEnv,
 	})
