@@ -102,6 +102,9 @@ type NodeSpec struct {
 	DataPaths []string
 	// Ready returns nil once the node at addr serves requests.
 	Ready func(ctx context.Context, addr string) error
+	// ReadyWithin is how long the node may take to start serving (0: 15s);
+	// a PostgreSQL node runs initdb first, which a busy machine makes slow.
+	ReadyWithin time.Duration
 	// Version asks a ready node for its version, for the report.
 	Version func(ctx context.Context, addr string) (string, error)
 	// Image is the container image the node runs in under the docker

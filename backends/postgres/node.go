@@ -82,7 +82,10 @@ func Node(name, program, server string) backends.NodeSpec {
 		Env:       []string{NodeEnv + "=1"},
 		DataPaths: []string{dataDir},
 		Ready:     ready,
-		Version:   version,
+		// initdb took 7-14 s on a busy 2-core machine, before the server
+		// starts.
+		ReadyWithin: 2 * time.Minute,
+		Version:     version,
 	}
 }
 
