@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -19,13 +18,7 @@ import (
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
-// The node is this test binary started again with postgres.NodeEnv set.
-func TestMain(m *testing.M) {
-	if postgres.RunNodeFromEnv() {
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func open(t *testing.T, addr, variant string) *postgres.Lock {
 	t.Helper()

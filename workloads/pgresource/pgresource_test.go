@@ -11,20 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/postgres"
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads/pgresource"
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
-// The node is this test binary started again with postgres.NodeEnv set.
-func TestMain(m *testing.M) {
-	if postgres.RunNodeFromEnv() {
-		return
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestDatabaseFencesStaleWrites(t *testing.T) {
 	t.Parallel()

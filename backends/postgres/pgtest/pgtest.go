@@ -1,6 +1,6 @@
 // Package pgtest starts a real PostgreSQL node for tests. A test binary
-// that uses it runs postgres.RunNodeFromEnv first in its TestMain: the
-// node is that binary started again.
+// that uses it has Main as its TestMain: the node is that binary started
+// again.
 package pgtest
 
 import (
@@ -19,6 +19,15 @@ import (
 	"github.com/lockcheck/lockcheck/backends/postgres"
 	"github.com/lockcheck/lockcheck/harness/procstate"
 )
+
+// Main is the TestMain of a package whose tests start nodes: the node is
+// the test binary started again with postgres.NodeEnv set.
+func Main(m *testing.M) {
+	if postgres.RunNodeFromEnv() {
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // Start starts a real PostgreSQL node and returns its address; it stops
 // the node, and every process it forked, when the test ends, and fails the
