@@ -65,6 +65,9 @@ type facts struct {
 	faults    []Fault
 	nemesis   []*history.Event
 	keys      []*keyFacts // sorted by key
+	// lastRunEnd is the last run-end event, nil when there is none.
+	lastRunEnd *history.Event
+	anyWrite   bool
 
 	acquireFailed  int
 	acquireRefused int
@@ -73,7 +76,8 @@ type facts struct {
 
 // procState follows one client process through the history.
 type procState struct {
-	invoke     *history.Event // pending invoke
+	invoke     history.Event // pending invoke, a copy: events are streamed
+	hasInvoke  bool
 	attemptKey *keyFacts      // key of the pending acquire
 	attemptIdx int
 
@@ -143,47 +147,71 @@ type scanner struct {
 	facts     facts
 	keys      map[string]*keyFacts
 	procs     map[history.Process]*procState
+	events    int
 }
+
+// noExpiry is the expiry of a lease without a TTL while the history is
+// still being read: it outlives the history, whose end is not known yet.
+// finish replaces it by the end of the span + 1. It lies above every event
+// time and below never, so every comparison made with it during the scan
+// comes out as it would with the end of the span + 1.
+const noExpiry = never - 1
 
 // scan reads the history once and collects grants, acquire attempts, writes,
 // reads and faults per key.
 func scan(h *history.History, allowance func(ttlMs int64) int64) *facts {
+	s := newScanner(h.Header, allowance)
+	for i := range h.Events {
+		s.event(&h.Events[i])
+	}
+	return s.finish()
+}
+
+func newScanner(hd history.Header, allowance func(ttlMs int64) int64) *scanner {
 	s := &scanner{
-		cfg:       h.Header.Config,
+		cfg:       hd.Config,
 		allowance: allowance,
 		keys:      map[string]*keyFacts{},
 		procs:     map[history.Process]*procState{},
 	}
-	s.facts.span = span(h)
-	for i := range h.Events {
-		e := &h.Events[i]
-		switch {
-		case e.Process == history.Nemesis:
-			s.nemesis(e)
-		case e.Type == history.Invoke:
-			s.invoke(e)
-		default:
-			s.complete(e)
+	// A history with no events is the point of its header's start.
+	s.facts.span = Interval{Start: hd.StartTime, End: hd.StartTime}
+	return s
+}
+
+// event takes the next event of the history; it keeps no pointer to e.
+func (s *scanner) event(e *history.Event) {
+	if s.events == 0 {
+		s.facts.span = Interval{Start: e.Time, End: e.Time}
+	}
+	s.events++
+	s.facts.span.Start = min(s.facts.span.Start, e.Time)
+	s.facts.span.End = max(s.facts.span.End, e.Time)
+	switch {
+	case e.Process == history.Nemesis:
+		c := *e
+		s.nemesis(&c)
+	case e.Type == history.Invoke:
+		s.invoke(e)
+	default:
+		s.complete(e)
+	}
+}
+
+// finish ends the scan at the end of the history and returns its facts.
+func (s *scanner) finish() *facts {
+	s.finishProcs()
+	end := s.facts.span.End + 1
+	for _, k := range s.keys {
+		for i := range k.grants {
+			if g := &k.grants[i]; g.CertainEnd == noExpiry {
+				g.CertainEnd = end
+			}
 		}
 	}
-	s.finish()
 	s.facts.faults = collectFaults(s.facts.nemesis, s.facts.span.End)
 	s.facts.keys = slices.SortedFunc(maps.Values(s.keys), func(a, b *keyFacts) int { return strings.Compare(a.key, b.key) })
 	return &s.facts
-}
-
-// span bounds the history by its earliest and latest event; a history with
-// no events is the point of its header's start.
-func span(h *history.History) Interval {
-	if len(h.Events) == 0 {
-		return Interval{Start: h.Header.StartTime, End: h.Header.StartTime}
-	}
-	sp := Interval{Start: h.Events[0].Time, End: h.Events[0].Time}
-	for i := range h.Events {
-		sp.Start = min(sp.Start, h.Events[i].Time)
-		sp.End = max(sp.End, h.Events[i].Time)
-	}
-	return sp
 }
 
 func (s *scanner) key(name string) *keyFacts {
@@ -208,6 +236,7 @@ func (s *scanner) nemesis(e *history.Event) {
 	s.facts.nemesis = append(s.facts.nemesis, e)
 	switch e.F {
 	case history.NemRunEnd:
+		s.facts.lastRunEnd = e
 		if !s.facts.hasRunEnd {
 			s.facts.runEnd, s.facts.hasRunEnd = e.Time, true
 		}
@@ -246,7 +275,7 @@ func clientTarget(v *history.Value) (history.Process, bool) {
 
 func (s *scanner) invoke(e *history.Event) {
 	ps := s.proc(e.Process)
-	ps.invoke = e
+	ps.invoke, ps.hasInvoke = *e, true
 	switch e.F {
 	case history.FAcquire:
 		s.flushRead(ps)
@@ -271,6 +300,7 @@ func (s *scanner) invoke(e *history.Event) {
 	case history.FRead:
 		s.flushRead(ps)
 	case history.FWrite:
+		s.facts.anyWrite = true
 		k := s.key(e.Key)
 		w := writeOp{process: e.Process, index: e.Index, invoke: e.Time}
 		if v := e.Value; v != nil {
@@ -289,11 +319,11 @@ func (s *scanner) invoke(e *history.Event) {
 
 func (s *scanner) complete(e *history.Event) {
 	ps := s.proc(e.Process)
-	inv := ps.invoke
-	ps.invoke = nil
-	if inv == nil {
+	if !ps.hasInvoke {
 		return // history.Read rejects this; a hand-built history may not
 	}
+	inv := &ps.invoke
+	ps.hasInvoke = false
 	switch inv.F {
 	case history.FAcquire:
 		s.completeAcquire(ps, inv, e)
@@ -433,7 +463,7 @@ func ttlOf(done, inv *history.Value, fallback int64) int64 {
 // expired. A lease without a TTL outlives the history.
 func (s *scanner) expiry(invoke, ttlMs int64) int64 {
 	if ttlMs <= 0 {
-		return s.facts.span.End + 1
+		return noExpiry
 	}
 	return invoke + ttlMs*1e6 - s.allowance(ttlMs)
 }
@@ -456,7 +486,7 @@ func (s *scanner) flushRead(ps *procState) {
 	}
 }
 
-func (s *scanner) finish() {
+func (s *scanner) finishProcs() {
 	for _, ps := range s.procs {
 		// A release still pending may have reached the service.
 		s.endRelease(ps)
