@@ -78,7 +78,7 @@ type facts struct {
 type procState struct {
 	invoke     history.Event // pending invoke, a copy: events are streamed
 	hasInvoke  bool
-	attemptKey *keyFacts      // key of the pending acquire
+	attemptKey *keyFacts // key of the pending acquire
 	attemptIdx int
 
 	// held are the leases the process holds, one per key, usually none or
