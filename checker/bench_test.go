@@ -207,6 +207,15 @@ func TestGeneratedHistory(t *testing.T) {
 	assert.InDelta(t, genTTLms, c.Liveness.LongestStallMs, 5, "nobody gets the lock while the paused holder's lease lives")
 }
 
+func TestCheckFileEqualsCheck(t *testing.T) {
+	hp, rp, _ := generate(t, t.TempDir(), 60_000, 3)
+	log, err := history.ReadResourceLog(rp)
+	require.NoError(t, err)
+	streamed, err := CheckFile(hp, log, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, readAndCheck(t, hp, rp), streamed)
+}
+
 // BenchmarkCheck1M reads and checks a million-event single-key history of
 // eight clients with a few pauses, as `lockcheck check` would.
 func BenchmarkCheck1M(b *testing.B) {
