@@ -148,6 +148,41 @@ type scanner struct {
 	keys      map[string]*keyFacts
 	procs     map[history.Process]*procState
 	events    int
+	kept      keptValues
+}
+
+// keptValues holds copies of the optional numbers the scan keeps of an
+// event's value, in chunks: pointing into the decoded value would keep the
+// whole of it alive for as long as the fact.
+type keptValues struct {
+	ints  []int64
+	bools []bool
+}
+
+const keptChunk = 1024
+
+// int copies *p, or is nil for nil.
+func (k *keptValues) int(p *int64) *int64 {
+	if p == nil {
+		return nil
+	}
+	if len(k.ints) == cap(k.ints) {
+		k.ints = make([]int64, 0, keptChunk)
+	}
+	k.ints = append(k.ints, *p)
+	return &k.ints[len(k.ints)-1]
+}
+
+// bool copies *p, or is nil for nil.
+func (k *keptValues) bool(p *bool) *bool {
+	if p == nil {
+		return nil
+	}
+	if len(k.bools) == cap(k.bools) {
+		k.bools = make([]bool, 0, keptChunk)
+	}
+	k.bools = append(k.bools, *p)
+	return &k.bools[len(k.bools)-1]
 }
 
 // noExpiry is the expiry of a lease without a TTL while the history is
@@ -304,7 +339,7 @@ func (s *scanner) invoke(e *history.Event) {
 		k := s.key(e.Key)
 		w := writeOp{process: e.Process, index: e.Index, invoke: e.Time}
 		if v := e.Value; v != nil {
-			w.value, w.read, w.fence, w.req = v.Value, v.Read, v.Fence, v.Req
+			w.value, w.read, w.fence, w.req = s.kept.int(v.Value), s.kept.int(v.Read), s.kept.int(v.Fence), v.Req
 		}
 		if ps.hasRead && ps.readKey == k {
 			w.from, w.hasFrom = ps.read, true
@@ -347,7 +382,7 @@ func (s *scanner) complete(e *history.Event) {
 			w := &ps.writeKey.writes[ps.writeIdx]
 			w.status, w.done, w.doneIndex = e.Type, e.Time, e.Index
 			if e.Type == history.OK && e.Value != nil {
-				w.accepted, w.prev = e.Value.Accepted, e.Value.Prev
+				w.accepted, w.prev = s.kept.bool(e.Value.Accepted), s.kept.int(e.Value.Prev)
 			}
 			ps.writeKey = nil
 		}
@@ -431,7 +466,7 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence, g.Nodes = e.Value.Fence, e.Value.Nodes
+		g.Fence, g.Nodes = s.kept.int(e.Value.Fence), e.Value.Nodes
 	}
 	k.grants = append(k.grants, g)
 	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: s.expiry(inv.Time, g.TTLms), believed: true, before: before})

@@ -175,6 +175,7 @@ func Stream(r io.Reader, header func(Header) error, event func(*Event) error) (t
 	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
 	dec := newEventDecoder()
 	headerRead := false
+	var e Event // one for all lines: event must copy what it keeps
 	truncated, err = eachLine(r, size, false, func(line int, b []byte) error {
 		if !headerRead {
 			headerRead = true
@@ -187,7 +188,7 @@ func Stream(r io.Reader, header func(Header) error, event func(*Event) error) (t
 			}
 			return header(hd)
 		}
-		e := Event{Index: absent, Time: absent, Process: noProcess}
+		e = Event{Index: absent, Time: absent, Process: noProcess}
 		if err := dec.decode(b, &e); err != nil {
 			return notJSON{err}
 		}
