@@ -73,6 +73,7 @@ func checkScanned(hd history.Header, truncated bool, f *facts, resource []histor
 	r.Reason = explain(r, fenced)
 	r.UnknownReasons = runUnknownReasons(hd, f, r)
 	r.Reason = withRunReasons(r)
+	r.FirstAnomalyMs = firstAnomalyMs(r, fenced)
 	return r
 }
 

@@ -81,6 +81,10 @@ type Result struct {
 	// UnknownReasons are why the run tested too little for a pass, one
 	// sentence each; any of them makes a verdict that is not false unknown.
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
+	// FirstAnomalyMs is the time from the start of the history (its
+	// first event) to the earliest evidence of a failed check, in ms; nil
+	// when no check failed.
+	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
 }
 
 // Truncated says, per input file, whether its last line was cut off

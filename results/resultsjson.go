@@ -42,6 +42,11 @@ type Results struct {
 	InterruptedBy  string   `json:"interrupted_by,omitempty"`
 	Incomplete     bool     `json:"incomplete"`
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
+
+	// FirstAnomalyMs is the time from the start of the run (its first
+	// event) to the earliest evidence of a failed check, in ms; null when
+	// no check failed. Present in every results.json.
+	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -66,6 +71,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		InterruptedBy:  res.InterruptedBy,
 		Incomplete:     res.Incomplete,
 		UnknownReasons: res.UnknownReasons,
+		FirstAnomalyMs: res.FirstAnomalyMs,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Nemesis == nil {
