@@ -3,7 +3,7 @@ package checker
 // firstAnomaly is the time of the earliest piece of evidence of a check that
 // failed: a lease granted over a live one, a double-ownership window whose
 // writes landed (unfenced), a lost update or accepted stale write, a fence
-// that did not rise, the window of an illegal linearizability segment. ok
+// that did not rise, the end of an illegal linearizability segment. ok
 // is false when no check failed. It reads the evidence the checks kept
 // (the first maxEvidence items of each), so in a history with more
 // anomalies than that on several keys it is the earliest of those kept.
@@ -41,7 +41,8 @@ func firstAnomaly(r *Result, fenced bool) (at int64, ok bool) {
 		}
 	}
 	if failed(&c.Linearizability) && c.Linearizability.Window != nil {
-		note(c.Linearizability.Window.Start)
+		// Somewhere in the segment; certain only once it is complete.
+		note(c.Linearizability.Window.End)
 	}
 	return at, ok
 }
@@ -55,4 +56,33 @@ func firstAnomalyMs(r *Result, fenced bool) *float64 {
 	}
 	ms := float64(max(at-r.Span.Start, 0)) / 1e6
 	return &ms
+}
+
+// CheckAnomalies is how many anomalies one failed check found.
+type CheckAnomalies struct {
+	Key   string // the check's key in results.json
+	Count int
+}
+
+// AnomaliesByCheck counts the anomalies of each check that failed, in
+// results.json's order: violations, landed writes in double ownership
+// (unfenced), lost updates and accepted stale writes, fence regressions
+// and duplicates, one for an illegal linearizability result. fenced says
+// whether the workload's resource checks fences.
+func AnomaliesByCheck(r *Result, fenced bool) []CheckAnomalies {
+	c := &r.Checks
+	counts := map[string]int{
+		"lease_safety":     c.LeaseSafety.Violations,
+		"double_ownership": c.DoubleOwnership.UnsafeWrites,
+		"resource":         c.Resource.LostUpdates + c.Resource.StaleWritesAccepted,
+		"fencing":          c.Fencing.Regressions + c.Fencing.Duplicates,
+		"linearizability":  1,
+	}
+	var out []CheckAnomalies
+	for _, nc := range c.List() {
+		if nc.Check.Judge(JudgeContext{Fenced: fenced, T0: r.Span.Start}).Status == StatusFailed {
+			out = append(out, CheckAnomalies{Key: nc.Key, Count: max(counts[nc.Key], 1)})
+		}
+	}
+	return out
 }

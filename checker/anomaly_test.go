@@ -24,7 +24,7 @@ func TestFirstAnomalyMs(t *testing.T) {
 			Resource: ResourceSafety{Valid: true, StaleWritesRefused: 1, Anomalies: []ResourceAnomaly{{Kind: StaleWriteRefused, Time: t0 + 1e6}}},
 		}}, want: ptr(7.0)},
 		{name: "an illegal linearizability segment", result: Result{Checks: Checks{Linearizability: Linearizability{
-			Result: NotLinearizable, Window: &Interval{Start: t0 + 2.5e6}}}}, want: ptr(2.5)},
+			Result: NotLinearizable, Window: &Interval{Start: t0 + 1e6, End: t0 + 2.5e6}}}}, want: ptr(2.5)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
