@@ -19,6 +19,12 @@ import (
 // lock is held by someone else. It becomes a fail event, not an info.
 var ErrNotAcquired = errors.New("lock is held by another client")
 
+// ErrRefused means the lock service certainly did not execute the grant for
+// a reason other than another client's hold (Redis's NOREPLICAS under
+// min-replicas-to-write, READONLY). An error that is ErrRefused is also
+// ErrNotAcquired; the fail event records it as refused.
+var ErrRefused = errors.New("the lock service refused to write")
+
 // Grant is what a successful acquire hands the client.
 type Grant struct {
 	Token string

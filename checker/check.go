@@ -68,6 +68,7 @@ func checkScanned(hd history.Header, truncated bool, f *facts, resource []histor
 	}
 	r.Checks.Resource.withUnjudged(unjudged)
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
+	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
 	fenced := hd.Config.Fenced()
 	r.Valid = verdict(hd, f, r, fenced)
 	r.Reason = explain(r, fenced)
@@ -81,7 +82,8 @@ func checkScanned(hd history.Header, truncated bool, f *facts, resource []histor
 // an illegal linearizability result, or a write that landed during double
 // ownership without a fence to stop it: each check's Judge decides),
 // unknown when a check could not finish (linearizability) or the run
-// tested too little for a pass (runUnknownReasons), and true otherwise.
+// tested too little for a pass (runUnknownReasons: interrupted, nothing
+// granted, no fault landed, ...), and true otherwise.
 func verdict(hd history.Header, f *facts, r *Result, fenced bool) Validity {
 	failed, unknown := false, false
 	for _, c := range r.Checks.List() {

@@ -6,61 +6,51 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
-// collectFaults turns nemesis events into fault intervals. A pause lasts
-// until the resume of the same target, or its kill (a killed process is no
-// longer stopped), or the end of the history; a clock jump lasts until the
-// clock is reset; a partition lasts until it heals; a kill is a point, or
-// lasts until the target starts again.
-// Verbs that only observe (run-end, inspect, failpoint, role) are not
-// faults; a promotion (switch-master) and verbs this checker does not know
-// yet are points.
+// collectFaults turns nemesis events into fault intervals, as the verb
+// table (history.VerbOf) says: a fault that starts lasts until the verb that
+// heals it on the same target, or one that ends it (a kill ends a pause), or
+// the end of the history when it lasts until healed; a kill nobody restarts
+// and every point verb (a promotion, verbs this checker does not know) are
+// points. Verbs that only observe are not faults.
 func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 	faults := []Fault{}
-	open := map[string]int{} // kind + target -> index in faults of an unhealed fault
+	open := map[string]int{} // verb + target -> index in faults of an unhealed fault
 	for _, e := range nemesis {
 		var target, failpoint, detail string
+		var step int
 		if e.Value != nil {
-			target, failpoint, detail = e.Value.Target, e.Value.Failpoint, e.Value.Detail
+			target, failpoint, detail, step = e.Value.Target, e.Value.Failpoint, e.Value.Detail, e.Value.Step
 		}
-		heal := func(kind string) {
-			if i, ok := open[kind+" "+target]; ok {
+		heal := func(verb string) {
+			if i, ok := open[verb+" "+target]; ok {
 				faults[i].End = e.Time
-				delete(open, kind+" "+target)
+				delete(open, verb+" "+target)
 			}
 		}
-		switch e.F {
-		case history.NemRunEnd, history.NemInspect, history.NemFailpoint, history.NemRole:
+		v := history.VerbOf(e.F)
+		switch v.Role {
+		case history.Observes:
+			continue
+		case history.Heals:
+			heal(v.Heals)
 			continue
 		}
-		if fault, ok := healedBy[e.F]; ok {
-			heal(fault)
-			continue
+		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index, Step: step}
+		if e.F == history.NemClockJump {
+			f.Detail = detail // the offset is the story
 		}
-		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index}
-		switch e.F {
-		case history.NemPause, history.NemPartition:
-			f.End = spanEnd
-			open[e.F+" "+target] = len(faults)
-		case history.NemKill:
-			heal(history.NemPause)
-			open[e.F+" "+target] = len(faults)
-		case history.NemClockJump:
-			f.End, f.Detail = spanEnd, detail
-			// A second jump of the same clock ends the first.
-			heal(history.NemClockJump)
+		if v.Role == history.Starts {
+			for _, ended := range v.Ends {
+				heal(ended)
+			}
+			if v.UntilEnd {
+				f.End = spanEnd
+			}
 			open[e.F+" "+target] = len(faults)
 		}
 		faults = append(faults, f)
 	}
 	return faults
-}
-
-// healedBy names, for each verb that ends a fault, the fault it ends.
-var healedBy = map[string]string{
-	history.NemResume:     history.NemPause,
-	history.NemStart:      history.NemKill,
-	history.NemClockReset: history.NemClockJump,
-	history.NemHeal:       history.NemPartition,
 }
 
 // faultsDuring lists the faults in force at some moment of [start, end].

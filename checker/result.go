@@ -81,6 +81,8 @@ type Result struct {
 	// UnknownReasons are why the run tested too little for a pass, one
 	// sentence each; any of them makes a verdict that is not false unknown.
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
+	// FaultLanding counts the nemesis steps and those whose fault landed.
+	FaultLanding FaultLanding `json:"fault_landing"`
 	// FirstAnomalyMs is the time from the start of the history (its
 	// first event) to the earliest evidence of a failed check, in ms; nil
 	// when no check failed.
@@ -139,6 +141,14 @@ type Fault struct {
 	// Detail is what the fault did, where that matters to the story (the
 	// offset of a clock jump).
 	Detail string `json:"detail,omitempty"`
+	// Step is the nemesis step that injected it (0: not injected by a step,
+	// such as a promotion the service made).
+	Step int `json:"step,omitempty"`
+	// Landed says whether its step's fault met the precondition it exists
+	// to create, and Why says what happened (from the step's landing
+	// event).
+	Landed bool   `json:"landed"`
+	Why    string `json:"why,omitempty"`
 }
 
 // Grant is one successful acquire, with the span in which its lease was

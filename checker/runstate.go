@@ -60,6 +60,11 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		// there is nothing a pass could vouch for.
 		return append(out, "The history holds no acquire, read or write, so nothing was tested.")
 	}
+	if noFaultLanded(r.FaultLanding) {
+		// Holds for a hand-written history that records its nemesis's
+		// landings too.
+		out = append(out, noFaultLandedReason(r.FaultLanding))
+	}
 	if !recorded(hd) {
 		// A history written by hand (an incident's account) tells what
 		// happened; it was not asked to test anything.
@@ -71,7 +76,8 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 	} else if !f.anyWrite {
 		out = append(out, "No client wrote to the resource, so the lock protected nothing.")
 	}
-	if asked := askedFaults(hd.Config); asked != "" && injected(r.Faults) == 0 {
+	if asked := askedFaults(hd.Config); !r.FaultLanding.Judged() && asked != "" && injected(r.Faults) == 0 {
+		// A history from before landing events: judged by what was injected.
 		out = append(out, fmt.Sprintf("The nemesis was asked for %s but injected no fault.", asked))
 	}
 	return out

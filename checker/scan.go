@@ -434,7 +434,8 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	}
 	switch e.Type {
 	case history.Fail:
-		if strings.HasPrefix(e.Error, history.RefusedPrefix) {
+		// The prefix is how histories before the typed field said it.
+		if (e.Value != nil && e.Value.Refused) || strings.HasPrefix(e.Error, history.RefusedPrefix) {
 			s.facts.acquireRefused++
 		} else {
 			s.facts.acquireFailed++

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -101,11 +102,22 @@ func redlockNodes(t *testing.T) ([]*node, map[string]*goredis.Client, any) {
 	return nodes, clients, redlock.NewControl(eps)
 }
 
-func clockEnv(nodes []*node, control any, rec *clockRecorder, pause time.Duration, params map[string]string) *nemesis.Env {
+func clockEnv(t *testing.T, nodes []*node, control any, rec *clockRecorder, pause time.Duration, params map[string]string) *nemesis.Env {
+	settings, err := nemesis.ParseSettings(params)
+	require.NoError(t, err)
 	return &nemesis.Env{
 		Targets: clockTargets{nodes, control}, Record: rec.record, Rand: rand.New(rand.NewPCG(7, 7)),
-		Pause: pause, Params: params, Patience: time.Second,
+		Pause: pause, Settings: settings, Patience: time.Second,
 	}
+}
+
+// landedErr is a fault's error, or one saying why it missed: the tests of
+// faults assert that the fault landed.
+func landedErr(l nemesis.Landing, err error) error {
+	if err == nil && !l.Landed {
+		return fmt.Errorf("the fault missed: %s", l.Why)
+	}
+	return err
 }
 
 // setEverywhere sets key with PX ttl on every node.
@@ -131,7 +143,7 @@ func TestClockJumpForwardExpiresKeys(t *testing.T) {
 	rec := &clockRecorder{}
 	done := make(chan error, 1)
 	go func() {
-		done <- nemesis.ClockSkew(context.Background(), clockEnv(nodes, control, rec, 2*time.Second, map[string]string{nemesis.ParamSkew: "20s"}))
+		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, control, rec, 2*time.Second, map[string]string{nemesis.ParamSkew: "20s"})))
 	}()
 	jump := rec.first(t, history.NemClockJump)
 	jumped := jump.Value.Target
@@ -166,7 +178,7 @@ func TestClockJumpBackwardKeepsKeysPastTheirTTL(t *testing.T) {
 	rec := &clockRecorder{}
 	done := make(chan error, 1)
 	go func() {
-		done <- nemesis.ClockSkew(context.Background(), clockEnv(nodes, control, rec, ttl+2*time.Second, map[string]string{nemesis.ParamSkew: "-20s"}))
+		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, control, rec, ttl+2*time.Second, map[string]string{nemesis.ParamSkew: "-20s"})))
 	}()
 	jump := rec.first(t, history.NemClockJump)
 	jumped := jump.Value.Target
@@ -194,9 +206,9 @@ func TestClockStrobeFlipsTheClock(t *testing.T) {
 	rec := &clockRecorder{}
 	done := make(chan error, 1)
 	go func() {
-		done <- nemesis.ClockSkew(context.Background(), clockEnv(nodes, control, rec, time.Second, map[string]string{
+		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, control, rec, time.Second, map[string]string{
 			nemesis.ParamSkew: "20s", nemesis.ParamClockMode: nemesis.ClockStrobe, nemesis.ParamStrobePeriod: "100ms",
-		}))
+		})))
 	}()
 	jump := rec.first(t, history.NemClockJump)
 	assert.Equal(t, "strobe +20s every 100ms", jump.Value.Detail)

@@ -140,7 +140,7 @@ func TestPauseLeaderElectsANewLeader(t *testing.T) {
 		Patience: 2 * time.Second,
 	}
 	done := make(chan error, 1)
-	go func() { done <- nemesis.PauseLeader(ctx, env) }()
+	go func() { done <- landedErr(nemesis.PauseLeader(ctx, env)) }()
 
 	require.Eventually(t, func() bool { return processState(c.node(old).PID()) == "T" }, 2*time.Second, 10*time.Millisecond, "the leader should be stopped")
 	var next string
@@ -170,17 +170,17 @@ func TestKillRestartKeepsAMembersData(t *testing.T) {
 
 	rec := &recorder{}
 	env := &nemesis.Env{
-		Targets: serviceTargets{nodeTargets{c.nodes}, c.control},
-		Record:  rec.record,
-		Rand:    rand.New(rand.NewPCG(1, 2)),
-		Params:  map[string]string{nemesis.ParamRestartDelay: "500ms"},
+		Targets:  serviceTargets{nodeTargets{c.nodes}, c.control},
+		Record:   rec.record,
+		Rand:     rand.New(rand.NewPCG(1, 2)),
+		Settings: nemesis.Settings{RestartDelay: 500 * time.Millisecond},
 	}
 	pids, stores := map[string]int{}, map[string]uint64{}
 	for _, n := range c.nodes {
 		pids[n.Name()] = n.PID()
 		stores[n.Name()] = storeInode(t, n)
 	}
-	require.NoError(t, nemesis.KillRestart(ctx, env))
+	require.NoError(t, landedErr(nemesis.KillRestart(ctx, env)))
 	events := rec.list()
 	require.Len(t, events, 2)
 	victim := events[0][len("kill "):]

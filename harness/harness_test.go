@@ -126,7 +126,7 @@ func TestPauseNodeStopsTheServer(t *testing.T) {
 
 func pauseFirstNode(env *nemesis.Env) error {
 	env.Rand = rand.New(rand.NewPCG(1, 2))
-	return nemesis.PauseNode(context.Background(), env)
+	return landedErr(nemesis.PauseNode(context.Background(), env))
 }
 
 func testConfig(t *testing.T, variant, workload string, faults []string, limit time.Duration) Config {

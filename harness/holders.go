@@ -16,3 +16,7 @@ func (f *fleet) Holders() []nemesis.Client {
 	}
 	return out
 }
+
+// Refusals implements nemesis.RefusalCounter: how many acquires the service
+// refused to write at all so far.
+func (f *fleet) Refusals() int64 { return f.refusals.Load() }

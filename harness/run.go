@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -104,14 +103,8 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if _, err := workloads.ParseRange(cfg.Think); err != nil {
 		return b, fmt.Errorf("--think: %w", err)
 	}
-	if cfg.Script == nil { // a script names its actions, not faults
-		if _, err := nemesis.Parse(joinFaults(cfg.Run.Nemesis)); err != nil {
-			return b, err
-		}
-	}
-	if slices.Contains(cfg.Run.Nemesis, "pause-leader") && b.Control == nil {
-		// Only a service that elects a leader can name one to pause.
-		return b, fmt.Errorf("--nemesis pause-leader: backend %s has no leader to pause; use it with --backend etcd", cfg.Run.Backend)
+	if err := CheckFaults(cfg, b); err != nil {
+		return b, err
 	}
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
@@ -153,16 +146,11 @@ func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
 	return nil
 }
 
-func joinFaults(f []string) string {
-	s := ""
-	for i, x := range f {
-		if i > 0 {
-			s += ","
-		}
-		s += x
-	}
-	return s
-}
+// readyWait bounds the wait for a topology to serve as a whole. It is
+// generous: a wait that ends as soon as the service is ready costs a fast
+// machine nothing, and a busy one (six containers of a Sentinel topology
+// starting beside other work) can take well over half a minute.
+const readyWait = 2 * time.Minute
 
 // Run runs one test. It always tears down what it started; the run
 // directory keeps whatever was recorded, even when Run returns an error or
@@ -212,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
 	}
 	if backend.Ready != nil {
-		readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		readyCtx, cancel := context.WithTimeout(ctx, readyWait)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
 		if err != nil && ctx.Err() != nil {
@@ -292,9 +280,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	nemCtx, stopNemesis := context.WithCancel(ctx)
 	nemDone := make(chan error, 1)
 	go func() {
+		// Checked by Preflight; an error here leaves the defaults.
+		settings, _ := nemesis.ParseSettings(cfg.Run.Params)
 		env := nemesis.Env{
 			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
-			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Params: cfg.Run.Params,
+			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
 		}
 		if cfg.Script != nil {
 			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
@@ -357,6 +347,7 @@ type fleet struct {
 	stopping bool
 	running  sync.WaitGroup
 	grants   atomic.Int64
+	refusals atomic.Int64 // acquires the service would not write at all
 	faults   atomic.Int64
 
 	// recordingStopped is closed at the first failed write of the history
@@ -446,6 +437,9 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		if e.Type == history.OK && e.F == history.FAcquire {
 			f.grants.Add(1)
 		}
+		if e.Type == history.Fail && e.F == history.FAcquire && e.Value != nil && e.Value.Refused {
+			f.refusals.Add(1)
+		}
 		f.append(*e)
 	})
 	werr := f.procs.wait(w.cmd)
@@ -481,8 +475,7 @@ func (f *fleet) slot(i int) *worker {
 }
 
 func (f *fleet) recordNemesis(verb string, v history.Value) {
-	switch verb {
-	case history.NemPause, history.NemKill, history.NemClockJump, history.NemPartition:
+	if history.VerbOf(verb).Role == history.Starts {
 		f.faults.Add(1)
 	}
 	f.append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})

@@ -85,9 +85,6 @@ func images(cfg Config, specs []backends.NodeSpec) map[string]string {
 func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) error {
 	switch runtimeOf(cfg) {
 	case RuntimeProcess:
-		if slices.Contains(cfg.Run.Nemesis, "partition") {
-			return fmt.Errorf("--nemesis partition: %w", nemesis.ErrNoPartition)
-		}
 		return checkPrograms(cfg.Programs, b)
 	case RuntimeDocker:
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -147,7 +147,7 @@ func TestFailoverKillPromotesAReplica(t *testing.T) {
 	env, rec := top.faultEnv(t)
 	ctx := context.Background()
 
-	require.NoError(t, nemesis.FailoverKill(ctx, env))
+	require.NoError(t, landedErr(nemesis.FailoverKill(ctx, env)))
 
 	promoted, err := top.control.Master(ctx)
 	require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestFailoverPauseLeavesTwoMasters(t *testing.T) {
 			seen = seen || masters == 2
 		}
 	}()
-	require.NoError(t, nemesis.FailoverPause(ctx, env))
+	require.NoError(t, landedErr(nemesis.FailoverPause(ctx, env)))
 	close(stop)
 
 	promoted, err := top.control.Master(ctx)
@@ -242,7 +242,8 @@ func TestMinReplicasToWriteRefusesTheLock(t *testing.T) {
 		require.NoError(t, n.Signal(syscall.SIGSTOP))
 		defer n.Signal(syscall.SIGCONT) //nolint:errcheck // teardown kills it anyway
 	}
-	require.NoError(t, top.control.CutReplicas(ctx, "redis-0"))
+	_, err = top.control.CutReplicas(ctx, "redis-0")
+	require.NoError(t, err)
 	_, err = lock.Acquire(ctx, "lock-0")
 	assert.ErrorIs(t, err, backends.ErrNotAcquired, "a refusal is a certain failure to acquire")
 	var refused redis.Refused

@@ -55,6 +55,16 @@ type worker struct {
 	pending *history.Event // the invoke awaiting its completion
 	waiter  *parkWaiter
 	exited  bool
+	// grantInvoke and grantOK time the latest grant on the history's clock.
+	grantInvoke, grantOK int64
+}
+
+// Grant implements nemesis.GrantTimes: when the latest grant was asked for
+// and given.
+func (w *worker) Grant() (invoke, ok int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grantInvoke, w.grantOK
 }
 
 type parkWaiter struct {
@@ -150,6 +160,9 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 			w.missHeldWaiter()
 		}
 	case e.Type == history.OK && e.F == history.FAcquire:
+		if w.pending != nil {
+			w.grantInvoke, w.grantOK = w.pending.Time, e.Time
+		}
 		w.pending = nil
 		w.holding[e.Key] = true
 	case e.Type == history.Info:

@@ -101,8 +101,9 @@ type Event struct {
 //     from), Fence (the fence the client holds), Req (the request id the
 //     resource logs).
 //   - write ok: Accepted, Prev (the resource's value before the write).
-//   - nemesis events: Target, PID, DurationMs, Failpoint, Detail; clock
-//     events also OffsetMs.
+//   - acquire fail: Refused when the service would not write at all.
+//   - nemesis events: Target, PID, DurationMs, Failpoint, Detail, Step; clock
+//     events also OffsetMs; landing events Fault, Landed and Detail.
 type Value struct {
 	Token      string `json:"token,omitempty"`
 	Fence      *int64 `json:"fence,omitempty"`
@@ -123,6 +124,18 @@ type Value struct {
 	// OffsetMs is a node's wall clock offset from the host's, as read back
 	// from the node after a clock fault moved it.
 	OffsetMs *int64 `json:"offset_ms,omitempty"`
+	// Step numbers the nemesis step (1 and up) an event belongs to: every
+	// event a fault records, and its landing, carry the same step.
+	Step int `json:"step,omitempty"`
+	// Fault names the fault of a landing event (clock-pause, ...).
+	Fault string `json:"fault,omitempty"`
+	// Landed, on a landing event, says whether the step's fault met the
+	// precondition it exists to create; Detail says why or why not.
+	Landed *bool `json:"landed,omitempty"`
+	// Refused, on an acquire fail, says that the lock service would not
+	// write at all (NOREPLICAS, READONLY) rather than finding the lock
+	// busy.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Int64 returns a pointer to n, for the optional numeric fields of Value.
@@ -206,4 +219,7 @@ const (
 	NemPartition = "partition"
 	// NemHeal connects a partitioned Target again.
 	NemHeal = "heal"
+	// NemLanding ends every nemesis step: Fault is the step's fault,
+	// Landed whether it met its precondition, Detail why or why not.
+	NemLanding = "landing"
 )

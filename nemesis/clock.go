@@ -11,9 +11,10 @@ import (
 )
 
 func init() {
-	Faults["clock-skew"] = ClockSkew
-	Describe["clock-skew"] = "move the wall clock of --skew-nodes nodes (a minority) by --skew for --pause, " +
-		"as one jump or, with --clock-mode strobe, back and forth every --strobe-period; the offset each node reports is recorded"
+	register(Fault{Name: "clock-skew", Inject: ClockSkew, Needs: []Capability{CapClock},
+		Params: []string{ParamSkew, ParamSkewNodes, ParamClockMode, ParamStrobePeriod},
+		Help: "move the wall clock of --skew-nodes nodes (a minority) by --skew for --pause, " +
+			"as one jump or, with --clock-mode strobe, back and forth every --strobe-period; the offset each node reports is recorded"})
 }
 
 // Params of the clock faults.
@@ -110,18 +111,17 @@ func clockNodes(env *Env) []Clock {
 // skew for env.Pause, then puts them back. A forward jump expires at once
 // every key the node holds (Redis expiry reads the wall clock); a backward
 // jump keeps keys past their TTL. Putting a forward-jumped clock back is
-// itself a backward jump for the keys set meanwhile.
-func ClockSkew(ctx context.Context, env *Env) error {
-	s, err := ClockSettings(env.Params)
-	if err != nil {
-		return err
-	}
+// itself a backward jump for the keys set meanwhile. It lands when every
+// picked node's clock moved for the whole pause (and, where the node can
+// be asked, reads back moved).
+func ClockSkew(ctx context.Context, env *Env) (Landing, error) {
+	s := env.Settings.Clock
 	nodes := clockNodes(env)
 	if len(nodes) == 0 {
-		return ErrNoClock
+		return Landing{}, ErrNoClock
 	}
 	if minority := (len(nodes) - 1) / 2; s.Nodes > minority {
-		return fmt.Errorf("--%s %d: at most %d of %d nodes is a minority", ParamSkewNodes, s.Nodes, minority, len(nodes))
+		return Landing{}, fmt.Errorf("--%s %d: at most %d of %d nodes is a minority", ParamSkewNodes, s.Nodes, minority, len(nodes))
 	}
 	picked := make([]Clock, 0, s.Nodes)
 	for _, i := range env.Rand.Perm(len(nodes))[:s.Nodes] {
@@ -133,16 +133,31 @@ func ClockSkew(ctx context.Context, env *Env) error {
 			resetClock(ctx, env, n)
 		}
 	}()
+	began := time.Now()
 	if s.Mode == ClockJump {
 		for _, n := range picked {
-			if err := jumpClock(ctx, env, n, s.Skew); err != nil {
-				return err
+			offset, err := jumpClock(ctx, env, n, s.Skew)
+			if err != nil {
+				return Landing{}, err
+			}
+			if offset != nil && !near(time.Duration(*offset)*time.Millisecond, s.Skew) {
+				return missed("%s's clock was set %s but reads %dms off", n.Name(), signed(s.Skew), *offset), nil
 			}
 		}
 		sleepCtx(ctx, env.Pause)
-		return nil
+	} else if err := strobe(ctx, env, picked, s); err != nil {
+		return Landing{}, err
 	}
-	return strobe(ctx, env, picked, s)
+	if held := time.Since(began); held+5*time.Millisecond < env.Pause {
+		return missed("the clocks were moved %s of the %s asked: the run ended first", held.Round(time.Millisecond), env.Pause), nil
+	}
+	return landed("%d clock(s) moved %s for %s", len(picked), signed(s.Skew), env.Pause), nil
+}
+
+// near says whether a clock offset read back from a node matches the one
+// set, within what reading it over the network blurs: half the offset.
+func near(read, set time.Duration) bool {
+	return (read - set).Abs() < set.Abs()/2
 }
 
 // strobe flips the clocks between the skew and the real time every period
@@ -175,16 +190,17 @@ func strobe(ctx context.Context, env *Env, nodes []Clock, s ClockConfig) error {
 }
 
 // jumpClock moves n's clock to offset and records the jump with the offset
-// the node reports.
-func jumpClock(ctx context.Context, env *Env, n Clock, offset time.Duration) error {
+// the node reports, which it returns (nil when the node cannot be asked).
+func jumpClock(ctx context.Context, env *Env, n Clock, offset time.Duration) (*int64, error) {
 	if err := n.SetClock(offset); err != nil {
-		return err
+		return nil, err
 	}
+	read := readOffset(ctx, env, n.Name())
 	env.Record(history.NemClockJump, history.Value{
 		Target: n.Name(), PID: n.PID(), Detail: signed(offset), DurationMs: env.Pause.Milliseconds(),
-		OffsetMs: readOffset(ctx, env, n.Name()),
+		OffsetMs: read,
 	})
-	return nil
+	return read, nil
 }
 
 // resetClock puts n's clock back, even when the run is ending, and records

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -13,20 +11,13 @@ import (
 )
 
 func init() {
-	Faults["failover-kill"] = FailoverKill
-	Describe["failover-kill"] = "SIGKILL the master, let the sentinels promote a replica, restart the old master, which rejoins as a replica"
-	Faults["failover-pause"] = FailoverPause
-	Describe["failover-pause"] = "SIGSTOP the master until a replica is promoted, then SIGCONT it: for a while there are two masters"
-	Faults["failover-lost-lock"] = FailoverLostLock
-	Describe["failover-lost-lock"] = "cut the replicas off, let one client take the lock on the master alone, stop the master and fail over: the promoted replica never saw the grant. Needs a TTL well above the 2-3 s switch, e.g. --ttl 10s"
+	register(Fault{Name: "failover-kill", Inject: FailoverKill, Needs: []Capability{CapFailover, CapRestart},
+		Help: "SIGKILL the master, let the sentinels promote a replica, restart the old master, which rejoins as a replica"})
+	register(Fault{Name: "failover-pause", Inject: FailoverPause, Needs: []Capability{CapFailover},
+		Help: "SIGSTOP the master until a replica is promoted, then SIGCONT it: for a while there are two masters"})
+	register(Fault{Name: "failover-lost-lock", Inject: FailoverLostLock, Needs: []Capability{CapFailover},
+		Help: "cut the replicas off, let one client take the lock on the master alone, stop the master and fail over: the promoted replica never saw the grant. Needs a TTL well above the 2-3 s switch, e.g. --ttl 10s"})
 }
-
-// FailoverFaults are the faults that need a service with automatic failover.
-var FailoverFaults = []string{"failover-kill", "failover-pause", "failover-lost-lock"}
-
-// NemCutReplicas is the nemesis verb of closing a master's replication
-// links (CLIENT KILL TYPE replica); Target is the master.
-const NemCutReplicas = "cut-replicas"
 
 // FailoverService is what the failover faults need of a lock service with
 // automatic failover (Redis Sentinel); its Targets.Service handle offers it.
@@ -40,8 +31,10 @@ type FailoverService interface {
 	// WaitReplicated waits until every replica has applied all of master's
 	// writes.
 	WaitReplicated(ctx context.Context, master string) error
-	// CutReplicas closes master's connections to its replicas.
-	CutReplicas(ctx context.Context, master string) error
+	// CutReplicas closes master's connections to its replicas, so that
+	// what it writes from now on reaches none of them; it says how, for
+	// the history.
+	CutReplicas(ctx context.Context, master string) (how string, err error)
 	// AwaitSwitch starts listening for a promotion away from `from`; wait
 	// blocks until one comes and names the promoted node, or gives up
 	// after the longest a failover can take. Listening ends when wait
@@ -52,6 +45,21 @@ type FailoverService interface {
 	WaitAgreed(ctx context.Context, master string) error
 	// WaitReplicaOf waits until node is a connected replica of master.
 	WaitReplicaOf(ctx context.Context, node, master string) error
+}
+
+// RefusalCounter is offered by Targets that count the acquires the service
+// refused to write at all (NOREPLICAS under min-replicas-to-write).
+type RefusalCounter interface {
+	Refusals() int64
+}
+
+// refusals is how many acquires the service refused so far, or -1 when the
+// targets cannot tell.
+func refusals(env *Env) int64 {
+	if rc, ok := env.Targets.(RefusalCounter); ok {
+		return rc.Refusals()
+	}
+	return -1
 }
 
 // ErrNoFailover means the backend has no automatic failover to exercise.
@@ -77,27 +85,26 @@ const (
 // replica and for every sentinel to name it, restarts the old master
 // (empty: the nodes keep no data on disk) and waits for it to rejoin as a
 // replica of the new one. Restarted sooner, the empty old master would take
-// writes from clients whose sentinel still names it.
-func FailoverKill(ctx context.Context, env *Env) error {
+// writes from clients whose sentinel still names it. It lands when a
+// replica was promoted.
+func FailoverKill(ctx context.Context, env *Env) (Landing, error) {
 	svc, master, err := failoverMaster(ctx, env)
 	if err != nil || master == nil {
-		return err
+		return missed("the service did not settle within %s", rejoinWait), err
 	}
 	old, ok := master.(Restarter)
 	if !ok {
-		return fmt.Errorf("master %s cannot be restarted", master.Name())
+		return Landing{}, fmt.Errorf("master %s cannot be restarted", master.Name())
 	}
 	swCtx, stopListening := context.WithCancel(ctx)
 	defer stopListening()
 	wait, err := svc.AwaitSwitch(swCtx, old.Name())
 	if err != nil {
-		return err
+		return Landing{}, err
 	}
-	pid := old.PID()
-	if err := old.Signal(syscall.SIGKILL); err != nil {
-		return err
+	if err := kill(env, old, history.Value{Detail: "master"}); err != nil {
+		return Landing{}, err
 	}
-	env.Record(history.NemKill, history.Value{Target: old.Name(), PID: pid, Detail: "master"})
 	promoted, switchErr := wait()
 	if switchErr == nil {
 		actx, cancel := context.WithTimeout(ctx, rejoinWait)
@@ -106,44 +113,44 @@ func FailoverKill(ctx context.Context, env *Env) error {
 	}
 	// Even when the run is ending the node must come back: teardown and the
 	// end-of-run inspection expect every node up.
-	if err := old.Restart(context.WithoutCancel(ctx), false); err != nil {
-		return err
+	if err := restart(ctx, env, old, false, "data lost"); err != nil {
+		return Landing{}, err
 	}
-	env.Record(history.NemStart, history.Value{Target: old.Name(), PID: old.PID(), Detail: "data lost"})
 	if switchErr != nil {
-		return ignoreDeadline(switchErr)
+		return missed("no replica was promoted after %s was killed: %v", old.Name(), switchErr), ignoreDeadline(switchErr)
 	}
 	awaitRejoin(ctx, svc, old.Name(), promoted)
-	return nil
+	return landed("%s was promoted after master %s was killed", promoted, old.Name()), nil
 }
 
 // FailoverPause stops the master until the sentinels have promoted a
 // replica, then continues it. Until the sentinels turn it into a replica
-// the old master still takes writes from whoever reaches it.
-func FailoverPause(ctx context.Context, env *Env) error {
+// the old master still takes writes from whoever reaches it. It lands when
+// a replica was promoted while the master was stopped.
+func FailoverPause(ctx context.Context, env *Env) (Landing, error) {
 	svc, master, err := failoverMaster(ctx, env)
 	if err != nil || master == nil {
-		return err
+		return missed("the service did not settle within %s", rejoinWait), err
 	}
 	swCtx, stopListening := context.WithCancel(ctx)
 	defer stopListening()
 	wait, err := svc.AwaitSwitch(swCtx, master.Name())
 	if err != nil {
-		return err
+		return Landing{}, err
 	}
-	pid := master.PID()
-	if err := master.Signal(syscall.SIGSTOP); err != nil {
-		return err
+	pid, err := stop(env, master, history.Value{Detail: "until a replica is promoted"})
+	if err != nil {
+		return Landing{}, err
 	}
-	env.Record(history.NemPause, history.Value{Target: master.Name(), PID: pid, Detail: "until a replica is promoted"})
 	promoted, switchErr := wait()
-	err = master.Signal(syscall.SIGCONT)
-	env.Record(history.NemResume, history.Value{Target: master.Name(), PID: pid})
-	if err != nil || switchErr != nil {
-		return errors.Join(err, ignoreDeadline(switchErr))
+	if err := cont(env, master, pid); err != nil {
+		return Landing{}, err
+	}
+	if switchErr != nil {
+		return missed("no replica was promoted while %s was stopped: %v", master.Name(), switchErr), ignoreDeadline(switchErr)
 	}
 	awaitRejoin(ctx, svc, master.Name(), promoted)
-	return nil
+	return landed("%s was promoted while master %s was stopped", promoted, master.Name()), nil
 }
 
 // FailoverLostLock is the deterministic lost lock of DESIGN.md's field
@@ -168,23 +175,24 @@ func FailoverPause(ctx context.Context, env *Env) error {
 //     master, which is failover-pause's story, not this one.
 //
 // With min-replicas-to-write the master refuses A's SET (NOREPLICAS) and
-// the recipe goes on without a holder: nothing is granted twice.
-func FailoverLostLock(ctx context.Context, env *Env) error {
+// the recipe goes on without a holder: nothing is granted twice. It lands
+// when A and B were both granted the lock.
+func FailoverLostLock(ctx context.Context, env *Env) (Landing, error) {
 	svc, master, err := failoverMaster(ctx, env)
 	if err != nil || master == nil {
-		return err
+		return missed("the service did not settle within %s", rejoinWait), err
 	}
 	var replicas []Target
 	for _, name := range svc.Replicas(master.Name()) {
 		r := findNode(env, name)
 		if r == nil {
-			return fmt.Errorf("the service names %s, which is none of its nodes", name)
+			return Landing{}, fmt.Errorf("the service names %s, which is none of its nodes", name)
 		}
 		replicas = append(replicas, r)
 	}
 	clients := env.Targets.Clients()
 	if len(clients) < 2 {
-		return nil // nobody to hold the lock twice
+		return missed("%d client(s) cannot hold the lock twice", len(clients)), nil
 	}
 	h := &healer{env: env}
 	defer h.heal()
@@ -198,56 +206,60 @@ func FailoverLostLock(ctx context.Context, env *Env) error {
 			h.onHeal(leave)
 		}
 	}
-	for _, leave := range leaves {
+	for i, leave := range leaves {
 		if leave == nil {
-			return nil // a client could not be held (stuck in an operation): next step
+			return missed("%s could not be held before its next acquire within %s (stuck in an operation)", clients[i].Name(), quiesceWait), nil
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, quiesceWait)
 	err = svc.WaitReplicated(rctx, master.Name())
 	cancel()
 	if err != nil {
-		return nil // the replicas are not all in sync (an old master still rejoining): next step
+		return missed("the replicas did not catch up with %s within %s (an old master still rejoining)", master.Name(), quiesceWait), nil
 	}
 	swCtx, stopListening := context.WithCancel(ctx)
 	defer stopListening()
 	wait, err := svc.AwaitSwitch(swCtx, master.Name())
 	if err != nil {
-		return err
+		return Landing{}, err
 	}
 
 	// 2. Cut the replicas off.
 	for _, r := range replicas {
-		if err := h.stop(r, "cut off from "+master.Name()); err != nil {
-			return err
+		if err := h.stop(r, history.Value{Detail: "cut off from " + master.Name()}); err != nil {
+			return Landing{}, err
 		}
 	}
-	if err := svc.CutReplicas(ctx, master.Name()); err != nil {
-		return err
+	how, err := svc.CutReplicas(ctx, master.Name())
+	if err != nil {
+		return Landing{}, err
 	}
-	env.Record(NemCutReplicas, history.Value{Target: master.Name(), Detail: "CLIENT KILL TYPE replica"})
+	env.Record(history.NemCutReplicas, history.Value{Target: master.Name(), Detail: how})
 
 	// 3. A takes the lock on the master alone.
+	refusedBefore := refusals(env)
 	ai := env.Rand.IntN(len(clients))
-	a, leaveA := parkFirst(ctx, clients[ai:ai+1], workloads.FailpointBeforeWrite, leaves[ai:ai+1])
+	a, leaveA := parkFirst(ctx, clients[ai:ai+1], workloads.FailpointBeforeWrite, leaves[ai:ai+1], grantWait)
 	if a != nil {
 		h.onHeal(leaveA)
 		env.Record(history.NemFailpoint, history.Value{Target: a.Name(), Failpoint: workloads.FailpointBeforeWrite,
 			Detail: "granted the lock by " + master.Name() + " alone"})
 	}
 
+	refused := refusedBefore >= 0 && refusals(env) > refusedBefore
+
 	// 4. Fail over to a replica that never saw the grant.
-	if err := h.stop(master, "until a replica is promoted"); err != nil {
-		return err
+	if err := h.stop(master, history.Value{Detail: "until a replica is promoted"}); err != nil {
+		return Landing{}, err
 	}
 	for _, r := range replicas {
 		if err := h.cont(r); err != nil {
-			return err
+			return Landing{}, err
 		}
 	}
 	promoted, err := wait()
 	if err != nil {
-		return ignoreDeadline(err)
+		return missed("no replica was promoted while %s was stopped: %v", master.Name(), err), ignoreDeadline(err)
 	}
 
 	// 5. B takes the lock on the new master while A holds it.
@@ -257,7 +269,7 @@ func FailoverLostLock(ctx context.Context, env *Env) error {
 	othersLeft := time.Now()
 	others := append(append([]Client(nil), clients[:ai]...), clients[ai+1:]...)
 	otherLeaves := append(append([]func(){}, leaves[:ai]...), leaves[ai+1:]...)
-	b, leaveB := parkFirst(ctx, others, workloads.FailpointBeforeWrite, otherLeaves)
+	b, leaveB := parkFirst(ctx, others, workloads.FailpointBeforeWrite, otherLeaves, grantWait)
 	if b != nil {
 		detail := "granted the lock by " + promoted
 		if a != nil {
@@ -275,10 +287,18 @@ func FailoverLostLock(ctx context.Context, env *Env) error {
 	}
 	sleepCtx(ctx, time.Until(othersLeft.Add(env.OpTimeout)))
 	if err := h.cont(master); err != nil {
-		return err
+		return Landing{}, err
 	}
 	awaitRejoin(ctx, svc, master.Name(), promoted)
-	return nil
+	switch {
+	case a == nil && refused:
+		return landed("%s alone refused to write (min-replicas-to-write): nothing was granted to lose, and %s was promoted", master.Name(), promoted), nil
+	case a == nil:
+		return missed("no client was granted the lock by %s alone within %s (a master that refuses writes without its replicas grants nothing)", master.Name(), grantWait), nil
+	case b == nil:
+		return missed("no client was granted the lock by the promoted %s within %s while %s held it", promoted, grantWait, a.Name()), nil
+	}
+	return landed("%s (by %s alone) and %s (by the promoted %s) were both granted the lock", a.Name(), master.Name(), b.Name(), promoted), nil
 }
 
 // failoverMaster finds the service's failover handle and, once the service
@@ -304,15 +324,6 @@ func failoverMaster(ctx context.Context, env *Env) (FailoverService, Target, err
 	return svc, t, nil
 }
 
-func findNode(env *Env, name string) Target {
-	for _, n := range env.Targets.Nodes() {
-		if n.Name() == name {
-			return n
-		}
-	}
-	return nil
-}
-
 // awaitRejoin waits, within rejoinWait, for an old master to rejoin as a
 // replica of the promoted node, so that the next fault finds the service
 // whole. A slow rejoin is the service's business, not the fault's failure:
@@ -321,124 +332,4 @@ func awaitRejoin(ctx context.Context, svc FailoverService, old, promoted string)
 	rctx, cancel := context.WithTimeout(ctx, rejoinWait)
 	defer cancel()
 	svc.WaitReplicaOf(rctx, old, promoted) //nolint:errcheck // see above
-}
-
-// healer undoes what a fault did so far, whichever way it ends: stopped
-// nodes are continued and held clients let go.
-type healer struct {
-	env     *Env
-	stopped []Target
-	undo    []func()
-}
-
-// stop SIGSTOPs t and records it.
-func (h *healer) stop(t Target, detail string) error {
-	pid := t.PID()
-	if err := t.Signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	h.stopped = append(h.stopped, t)
-	h.env.Record(history.NemPause, history.Value{Target: t.Name(), PID: pid, Detail: detail})
-	return nil
-}
-
-// cont SIGCONTs a target stopped by stop and records it.
-func (h *healer) cont(t Target) error {
-	for i, s := range h.stopped {
-		if s == t {
-			h.stopped = append(h.stopped[:i], h.stopped[i+1:]...)
-			break
-		}
-	}
-	err := t.Signal(syscall.SIGCONT)
-	h.env.Record(history.NemResume, history.Value{Target: t.Name(), PID: t.PID()})
-	return err
-}
-
-// onHeal adds an undo step; steps must be safe to run twice.
-func (h *healer) onHeal(f func()) { h.undo = append(h.undo, f) }
-
-func (h *healer) heal() {
-	for len(h.stopped) > 0 {
-		h.cont(h.stopped[0]) //nolint:errcheck // best effort; teardown continues every process anyway
-	}
-	for _, f := range h.undo {
-		f()
-	}
-}
-
-// parkEach holds every client at failpoint, in parallel, until ctx ends.
-// The result has each client's leave, or nil for one that was not held.
-// Every leave is safe to call twice.
-func parkEach(ctx context.Context, clients []Client, failpoint string) []func() {
-	leaves := make([]func(), len(clients))
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if leave := parkRetrying(ctx, c, failpoint); leave != nil {
-				leaves[i] = sync.OnceFunc(leave)
-			}
-		}()
-	}
-	wg.Wait()
-	return leaves
-}
-
-// parkFirst arms failpoint in every candidate, lets them go on from where
-// they are held (start, one leave per candidate), and returns the first to
-// be held at failpoint, within grantWait, with its leave (safe to call
-// twice). The others are disarmed, and let go if they were held meanwhile.
-// A candidate let go before its arming reached it passes the failpoint once
-// and is held on its next round.
-func parkFirst(ctx context.Context, candidates []Client, failpoint string, start []func()) (Client, func()) {
-	type held struct {
-		c     Client
-		leave func()
-	}
-	ctx, cancel := context.WithTimeout(ctx, grantWait)
-	defer cancel()
-	found := make(chan held, len(candidates))
-	var wg sync.WaitGroup
-	for _, c := range candidates {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if leave := parkRetrying(ctx, c, failpoint); leave != nil {
-				found <- held{c, sync.OnceFunc(leave)}
-			}
-		}()
-	}
-	for _, leave := range start {
-		leave()
-	}
-	var first held
-	select {
-	case first = <-found:
-	case <-ctx.Done():
-	}
-	cancel()
-	wg.Wait()
-	close(found)
-	for extra := range found {
-		extra.leave()
-	}
-	return first.c, first.leave
-}
-
-// parkRetrying holds c at failpoint, arming it again each time c leaves its
-// hold without reaching it, until ctx ends; nil when it never got there.
-func parkRetrying(ctx context.Context, c Client, failpoint string) func() {
-	for {
-		leave, err := c.ParkAt(ctx, failpoint)
-		switch {
-		case err == nil:
-			return leave
-		case !errors.Is(err, ErrMissed):
-			return nil
-		}
-		// A client that exited misses at once; do not spin on it.
-		sleepCtx(ctx, 5*time.Millisecond)
-	}
 }

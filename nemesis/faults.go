@@ -2,49 +2,78 @@ package nemesis
 
 import (
 	"context"
-	"errors"
-	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads"
 )
 
+func init() {
+	register(Fault{Name: "pause-holder", Inject: PauseHolder,
+		Help: "SIGSTOP the client that holds the lock, right after it checked its lease, for --pause"})
+	register(Fault{Name: "pause-client", Inject: PauseClient,
+		Help: "SIGSTOP a random client at a random moment for --pause"})
+	register(Fault{Name: "pause-node", Inject: PauseNode,
+		Help: "SIGSTOP a lock service node for --pause"})
+	register(Fault{Name: "kill-client", Inject: KillClient,
+		Help: "SIGKILL a client inside its critical section (between SETNX and EXPIRE for setnx-expire); it restarts as a new process"})
+}
+
 // PauseHolder stops the client that holds the lock right after it checked
 // that its lease is still valid and before it writes, for longer than the
 // lease: the stop-the-world pause of the articles. No client-side check can
-// catch a pause that lands there.
-func PauseHolder(ctx context.Context, env *Env) error {
+// catch a pause that lands there. It lands when the holder stayed stopped
+// past its TTL.
+func PauseHolder(ctx context.Context, env *Env) (Landing, error) {
 	c, leave, err := parkHolder(ctx, env, workloads.FailpointBeforeWrite)
 	if err != nil || c == nil {
-		return err
+		return missed("no client held the lock and reached its write within %s", env.Patience), err
 	}
-	return pause(ctx, env, c, workloads.FailpointBeforeWrite, leave)
+	held, err := stopFor(ctx, env, c, env.Pause, history.Value{Failpoint: workloads.FailpointBeforeWrite}, leave)
+	if err != nil {
+		return Landing{}, err
+	}
+	if held < env.TTL {
+		return missed("%s was stopped %s after its lease check, less than its %s TTL: its lease had not run out when it wrote",
+			c.Name(), held.Round(time.Millisecond), env.TTL), nil
+	}
+	return landed("%s was stopped after its lease check for %s, past its %s TTL", c.Name(), held.Round(time.Millisecond), env.TTL), nil
 }
 
-// PauseClient stops a random client wherever it is.
-func PauseClient(ctx context.Context, env *Env) error {
+// PauseClient stops a random client wherever it is, for env.Pause.
+func PauseClient(ctx context.Context, env *Env) (Landing, error) {
 	clients := env.Targets.Clients()
 	if len(clients) == 0 {
-		return nil
+		return missed("no client was running"), nil
 	}
-	return pause(ctx, env, clients[env.Rand.IntN(len(clients))], "", nil)
+	c := clients[env.Rand.IntN(len(clients))]
+	return pauseFor(ctx, env, c)
 }
 
-// PauseNode stops a random node of the lock service.
-func PauseNode(ctx context.Context, env *Env) error {
+// PauseNode stops a random node of the lock service for env.Pause.
+func PauseNode(ctx context.Context, env *Env) (Landing, error) {
 	nodes := env.Targets.Nodes()
 	if len(nodes) == 0 {
-		return nil
+		return missed("the service has no node"), nil
 	}
-	return pause(ctx, env, nodes[env.Rand.IntN(len(nodes))], "", nil)
+	return pauseFor(ctx, env, nodes[env.Rand.IntN(len(nodes))])
+}
+
+// pauseFor stops t for env.Pause; it lands when t stayed stopped that long.
+func pauseFor(ctx context.Context, env *Env, t Target) (Landing, error) {
+	held, err := stopFor(ctx, env, t, env.Pause, history.Value{}, nil)
+	if err != nil {
+		return Landing{}, err
+	}
+	return heldFor(t, held, env.Pause), nil
 }
 
 // KillClient kills a client inside its critical section. Where the backend
 // has a failpoint inside acquire (SETNX before EXPIRE), it aims there, so the
 // lock is left without an expiry; otherwise it kills the holder just before
-// its write. The harness restarts the worker under a new process number.
-func KillClient(ctx context.Context, env *Env) error {
+// its write. The harness restarts the worker under a new process number. It
+// lands when the client died at the failpoint.
+func KillClient(ctx context.Context, env *Env) (Landing, error) {
 	var (
 		c         Client
 		failpoint string
@@ -58,67 +87,17 @@ func KillClient(ctx context.Context, env *Env) error {
 		c, _, err = parkHolder(ctx, env, failpoint)
 	}
 	if err != nil || c == nil {
-		return err
+		return missed("no client reached failpoint %s within %s", failpoint, env.Patience), err
 	}
-	pid := c.PID()
-	if err := c.Signal(syscall.SIGKILL); err != nil {
-		return err
+	if err := kill(env, c, history.Value{Failpoint: failpoint}); err != nil {
+		return Landing{}, err
 	}
-	env.Record(history.NemKill, history.Value{Target: c.Name(), PID: pid, Failpoint: failpoint})
-	return nil
+	return landed("%s was killed at failpoint %s", c.Name(), failpoint), nil
 }
 
-// pause stops t, lets it leave its failpoint (the word waits in its input
-// until it runs again), and continues it after env.Pause.
-func pause(ctx context.Context, env *Env, t Target, failpoint string, leave func()) error {
-	pid := t.PID()
-	if err := t.Signal(syscall.SIGSTOP); err != nil {
-		if leave != nil {
-			leave()
-		}
-		return err
-	}
-	env.Record(history.NemPause, history.Value{Target: t.Name(), PID: pid, DurationMs: env.Pause.Milliseconds(), Failpoint: failpoint})
-	if leave != nil {
-		leave()
-	}
-	timer := time.NewTimer(env.Pause)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-	case <-timer.C:
-	}
-	err := t.Signal(syscall.SIGCONT)
-	env.Record(history.NemResume, history.Value{Target: t.Name(), PID: pid})
-	return err
-}
-
-// parkHolder waits for a holder and parks it at failpoint, trying the next
-// holder when one leaves without reaching it, for up to env.Patience.
-func parkHolder(ctx context.Context, env *Env, failpoint string) (Client, func(), error) {
-	ctx, cancel := context.WithTimeout(ctx, env.Patience)
-	defer cancel()
-	for ctx.Err() == nil {
-		c, ok := env.Targets.Holder()
-		if !ok {
-			sleepCtx(ctx, 5*time.Millisecond)
-			continue
-		}
-		leave, err := c.ParkAt(ctx, failpoint)
-		if errors.Is(err, ErrMissed) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, ignoreDeadline(err)
-		}
-		return c, leave, nil
-	}
-	return nil, nil, nil
-}
-
-// parkAny arms failpoint in one random client and waits until it is parked
-// there; the failpoint is inside acquire, so it is reached at that client's
-// next grant.
+// parkAny arms failpoint in one random client and waits, up to
+// env.Patience, until it is parked there; the failpoint is inside acquire,
+// so it is reached at that client's next grant.
 func parkAny(ctx context.Context, env *Env, failpoint string) (Client, error) {
 	clients := env.Targets.Clients()
 	if len(clients) == 0 {
@@ -127,29 +106,8 @@ func parkAny(ctx context.Context, env *Env, failpoint string) (Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, env.Patience)
 	defer cancel()
 	c := clients[env.Rand.IntN(len(clients))]
-	for {
-		_, err := c.ParkAt(ctx, failpoint)
-		switch {
-		case err == nil:
-			return c, nil
-		case !errors.Is(err, ErrMissed):
-			return nil, ignoreDeadline(err)
-		}
+	if parkRetrying(ctx, c, failpoint) == nil {
+		return nil, nil
 	}
-}
-
-func ignoreDeadline(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	return c, nil
 }

@@ -7,8 +7,8 @@ import (
 )
 
 func init() {
-	Faults["pause-leader"] = PauseLeader
-	Describe["pause-leader"] = "SIGSTOP the node the service names as its leader (etcd's raft leader) for --pause"
+	register(Fault{Name: "pause-leader", Inject: PauseLeader, Needs: []Capability{CapLeader},
+		Help: "SIGSTOP the node the service names as its leader (etcd's raft leader, Sentinel's master) for --pause"})
 }
 
 // LeaderFinder is a service that can name the node leading it now. The
@@ -22,11 +22,11 @@ var ErrNoLeader = errors.New("the lock service has no leader to pause (pause-lea
 
 // PauseLeader asks the service which node leads and stops that node: the
 // cluster must elect another while the old leader, stopped mid-term, still
-// believes it leads.
-func PauseLeader(ctx context.Context, env *Env) error {
+// believes it leads. It lands when the leader stayed stopped for env.Pause.
+func PauseLeader(ctx context.Context, env *Env) (Landing, error) {
 	finder, ok := env.Targets.Service().(LeaderFinder)
 	if !ok {
-		return ErrNoLeader
+		return Landing{}, ErrNoLeader
 	}
 	askCtx, cancel := context.WithTimeout(ctx, env.Patience)
 	name, err := finder.Leader(askCtx)
@@ -34,12 +34,20 @@ func PauseLeader(ctx context.Context, env *Env) error {
 	if err != nil {
 		// No leader now (an election in progress, a member stopped by
 		// another fault): the next step asks again.
-		return nil
+		return missed("the service named no leader within %s: %v", env.Patience, err), nil
 	}
+	n := findNode(env, name)
+	if n == nil {
+		return Landing{}, fmt.Errorf("the service named %q as its leader, which is none of its nodes", name)
+	}
+	return pauseFor(ctx, env, n)
+}
+
+func findNode(env *Env, name string) Target {
 	for _, n := range env.Targets.Nodes() {
 		if n.Name() == name {
-			return pause(ctx, env, n, "", nil)
+			return n
 		}
 	}
-	return fmt.Errorf("the service named %q as its leader, which is none of its nodes", name)
+	return nil
 }

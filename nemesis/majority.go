@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -13,94 +12,68 @@ import (
 )
 
 func init() {
-	Faults["clock-pause"] = ClockPause
-	Describe["clock-pause"] = "Kleppmann's Redlock case: SIGSTOP a minority of the nodes, let a client win the lock on the " +
-		"bare majority, jump one of those nodes' clocks by --skew, bring the minority back empty, let a second client win it"
-	Faults["restart-pause"] = RestartPause
-	Describe["restart-pause"] = "Redlock's restart case: as clock-pause, but the node of the bare majority is killed and, " +
-		"like the minority, started again empty after --restart-delay (longer than the TTL is the documented mitigation)"
+	register(Fault{Name: "clock-pause", Inject: ClockPause, Needs: []Capability{CapMajority, CapRestart, CapAllClocks},
+		Params: []string{ParamSkew},
+		Help: "Kleppmann's Redlock case: SIGSTOP a minority of the nodes, let a client win the lock on the " +
+			"bare majority, jump one of those nodes' clocks by --skew, bring the minority back empty, let a second client win it"})
+	register(Fault{Name: "restart-pause", Inject: RestartPause, Needs: []Capability{CapMajority, CapRestart},
+		Params: []string{ParamRestartDelay, ParamWipe},
+		Help: "Redlock's restart case: as clock-pause, but the node of the bare majority is killed and, " +
+			"like the minority, started again empty after --restart-delay (longer than the TTL is the documented mitigation)"})
 }
 
 // ClockPause is Kleppmann's case against Redlock: one node of a bare
 // majority forgets the holder's key because its wall clock jumps forward by
 // the skew (Redis expiry reads the wall clock). The clock is put back after
-// env.Pause. See splitMajority for the steps.
-func ClockPause(ctx context.Context, env *Env) error {
-	s, err := ClockSettings(env.Params)
-	if err != nil {
-		return err
-	}
+// env.Pause. See splitMajority for the steps. It lands when a second
+// client was granted the lock while the first one's lease was live.
+func ClockPause(ctx context.Context, env *Env) (Landing, error) {
+	skew := env.Settings.Clock.Skew
 	// The stopped minority comes back at once: only the clock is on trial.
-	return splitMajority(ctx, env, func(n Target) bool { _, ok := n.(Clock); return ok }, ErrNoClock, 0,
-		func(ctx context.Context, n Target) (func(), error) {
-			c := n.(Clock)
-			if err := jumpClock(ctx, env, c, s.Skew); err != nil {
-				return nil, err
-			}
-			return func() {
-				sleepCtx(ctx, env.Pause)
-				resetClock(ctx, env, c)
-			}, nil
-		})
+	return splitMajority(ctx, env, 0, func(ctx context.Context, n Target) (func(), error) {
+		c, ok := n.(Clock)
+		if !ok {
+			return nil, ErrNoClock
+		}
+		if _, err := jumpClock(ctx, env, c, skew); err != nil {
+			return nil, err
+		}
+		return func() {
+			sleepCtx(ctx, env.Pause)
+			resetClock(ctx, env, c)
+		}, nil
+	})
 }
 
 // RestartPause is the restart case against Redlock: one node of a bare
 // majority forgets the holder's key because it is killed and started again
 // with no data, after the restart delay. A delay longer than the TTL is the
 // documented mitigation: the holder's lease has run out by the time the
-// node can grant again.
-func RestartPause(ctx context.Context, env *Env) error {
-	delay, err := restartDelay(env)
-	if err != nil {
-		return err
-	}
-	wipe := env.Params[ParamWipe] == "true"
+// node can grant again. With a shorter delay it lands as clock-pause does;
+// with the mitigation it lands when the nodes stayed down past the lease.
+func RestartPause(ctx context.Context, env *Env) (Landing, error) {
+	delay, wipe := env.Settings.RestartDelay, env.Settings.Wipe
+	detail := env.Settings.wipeDetail()
 	// The stopped minority restarts empty too, so it waits out the same
 	// delay: the mitigation holds for every node that forgets.
-	return splitMajority(ctx, env, func(n Target) bool { _, ok := n.(Restarter); return ok }, errNoRestart, delay,
-		func(ctx context.Context, n Target) (func(), error) {
-			r := n.(Restarter)
-			detail := "data kept"
-			if wipe {
-				detail = "data wiped"
-			}
-			pid := r.PID()
-			if err := r.Signal(syscall.SIGKILL); err != nil {
-				return nil, err
-			}
-			env.Record(history.NemKill, history.Value{Target: r.Name(), PID: pid, Detail: detail})
-			restarted := make(chan error, 1)
-			go func() {
-				sleepCtx(ctx, delay)
-				// The node must come back even when the run is ending.
-				err := r.Restart(context.WithoutCancel(ctx), wipe)
-				if err == nil {
-					env.Record(history.NemStart, history.Value{Target: r.Name(), PID: r.PID(), Detail: detail})
-				}
-				restarted <- err
-			}()
-			return func() {
-				if err := <-restarted; err != nil {
-					env.Record(history.NemStart, history.Value{Target: r.Name(), Detail: "restart failed: " + err.Error()})
-				}
-			}, nil
-		})
+	return splitMajority(ctx, env, delay, func(ctx context.Context, n Target) (func(), error) {
+		r, ok := n.(Restarter)
+		if !ok {
+			return nil, errNoRestart
+		}
+		if err := kill(env, r, history.Value{Detail: detail}); err != nil {
+			return nil, err
+		}
+		restarted := make(chan error, 1)
+		go func() {
+			sleepCtx(ctx, delay)
+			restarted <- restart(ctx, env, r, wipe, detail)
+		}()
+		return func() { <-restarted }, nil
+	})
 }
 
 var errNoRestart = errors.New("the nodes of this service cannot be restarted")
-
-// restartDelay reads --restart-delay.
-func restartDelay(env *Env) (time.Duration, error) {
-	s := env.Params[ParamRestartDelay]
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%s %q: want a duration such as 1s", ParamRestartDelay, s)
-	}
-	return d, nil
-}
 
 // splitMajority is the schedule every Redlock double grant needs, step by
 // step:
@@ -118,38 +91,37 @@ func restartDelay(env *Env) (time.Duration, error) {
 //     queued in its sockets when it runs again, A's among them, and that
 //     protects A's lock on them;
 //  5. wait for another client B to hold the lock (on the forgetful node and
-//     the minority), then let A go on. A is held at most half a TTL, so it
-//     goes on well within its validity even when B never comes (a restart
-//     delay longer than the TTL): holding it longer would be a client pause,
-//     another fault.
+//     the minority), then let A go on. How long that takes depends on this
+//     machine (a container restart takes 0.3 s on one, 1.5 s on another),
+//     so A is held until B comes or A's lease is about to end, whichever is
+//     first: holding it past its lease would be a client pause, another
+//     fault.
 //
-// forget returns what undoes it (reset the clock, wait for the restart),
-// which runs last. usable says which nodes forget can act on; unusable is
-// the error when some cannot.
-func splitMajority(ctx context.Context, env *Env, usable func(Target) bool, unusable error, minorityDelay time.Duration,
-	forget func(context.Context, Target) (func(), error)) error {
+// The fault lands when B was granted within A's lease. When it was not
+// because the minority came back too late, the landing says how late and
+// the smallest TTL that would have left room. forget returns what undoes
+// it (reset the clock, wait for the restart), which runs last.
+func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, forget func(context.Context, Target) (func(), error)) (Landing, error) {
 	nodes := env.Targets.Nodes()
 	if len(nodes) < 3 {
-		return fmt.Errorf("a bare majority needs at least three nodes; the service has %d", len(nodes))
-	}
-	for _, n := range nodes {
-		if _, ok := n.(Restarter); !ok || !usable(n) {
-			return unusable
-		}
+		return Landing{}, fmt.Errorf("a bare majority needs at least three nodes; the service has %d", len(nodes))
 	}
 	order := env.Rand.Perm(len(nodes))
 	minority := (len(nodes) - 1) / 2
 	stopped := make([]Restarter, 0, minority)
 	for _, i := range order[:minority] {
-		stopped = append(stopped, nodes[i].(Restarter))
+		r, ok := nodes[i].(Restarter)
+		if !ok {
+			return Landing{}, errNoRestart
+		}
+		stopped = append(stopped, r)
 	}
 	forgetful := nodes[order[minority]]
 
 	for _, n := range stopped {
-		if err := n.Signal(syscall.SIGSTOP); err != nil {
-			return err
+		if _, err := stop(env, n, history.Value{Detail: "so that grants land on the other nodes"}); err != nil {
+			return Landing{}, err
 		}
-		env.Record(history.NemPause, history.Value{Target: n.Name(), PID: n.PID(), Detail: "so that grants land on the other nodes"})
 	}
 	// An acquire begun before the stop may still be granted by the stopped
 	// nodes' replies; it has ended by the time the node timeout (TTL/10 by
@@ -157,125 +129,146 @@ func splitMajority(ctx context.Context, env *Env, usable func(Target) bool, unus
 	settled := time.Now().Add(env.TTL / 5)
 	// The stopped nodes come back whatever happens below, and the fault
 	// ends only once they are back.
-	var back sync.Once
-	returned := make(chan error, 1)
+	var (
+		back     sync.Once
+		killedAt time.Time
+		backAt   = make(chan time.Time, 1)
+	)
 	bringBack := func() {
 		back.Do(func() {
-			killStopped(env, stopped)
+			killedAt = time.Now()
 			go func() {
-				sleepCtx(ctx, minorityDelay)
-				returned <- restartAll(ctx, env, stopped)
+				killRestartAll(ctx, env, stopped, minorityDelay)
+				backAt <- time.Now()
 			}()
 		})
 	}
+	var minorityBack time.Time
+	waitBack := func() time.Time {
+		if minorityBack.IsZero() {
+			minorityBack = <-backAt
+		}
+		return minorityBack
+	}
 	defer func() {
 		bringBack()
-		if err := <-returned; err != nil {
-			env.Record(history.NemStart, history.Value{Detail: "restart failed: " + err.Error()})
-		}
+		waitBack()
 	}()
 
 	a, leave, err := parkFreshHolder(ctx, env, workloads.FailpointBeforeLeaseCheck, settled)
 	if err != nil || a == nil {
-		return err
+		return missed("no client was granted the lock on the bare majority within %s", env.Patience), err
 	}
 	defer leave()
-	hold := env.TTL / 2
-	if hold <= 0 {
-		hold = env.Pause
+	// A's lease ends a TTL after it asked, less the checker's clock
+	// allowance: a second grant before then is one the checker finds
+	// inside A's lease. A client that cannot say when it asked was granted
+	// just before it reached the failpoint; a fifth of the TTL covers its
+	// acquire (it waited out the stopped nodes' timeout, a tenth of the TTL).
+	granted := time.Now()
+	leaseEnd, ends := granted.Add(env.TTL-env.TTL/5), int64(0)
+	if gt, ok := a.(GrantTimes); ok {
+		if invoke, _ := gt.Grant(); invoke > 0 {
+			ends = invoke + int64(env.TTL) - leaseAllowance(env.TTL)
+			leaseEnd = time.Now().Add(time.Duration(ends - history.Now()))
+		}
 	}
-	holdUntil := time.Now().Add(hold)
 	undo, err := forget(ctx, forgetful)
 	if err != nil {
-		return err
+		return Landing{}, err
 	}
 	defer undo()
 	bringBack()
-	waitOtherHolder(ctx, env, a, time.Until(holdUntil))
+	b, seen := waitOtherHolder(ctx, env, a, time.Until(leaseEnd))
 	leave()
-	return nil
+	if gt, ok := b.(GrantTimes); ok && ends > 0 {
+		if _, bOK := gt.Grant(); bOK >= ends {
+			return missed("%s was granted the lock %s after %s's lease had ended", b.Name(),
+				time.Duration(bOK-ends).Round(time.Millisecond), a.Name()), nil
+		}
+	}
+	if b != nil {
+		return landed("%s was granted the lock %s after %s, within %s's %s lease", b.Name(),
+			seen.Sub(granted).Round(time.Millisecond), a.Name(), a.Name(), env.TTL), nil
+	}
+	if ctx.Err() != nil {
+		return missed("the run ended while %s held the lock", a.Name()), nil
+	}
+	up := waitBack()
+	if minorityDelay >= env.TTL {
+		return landed("the nodes stayed down %s, past %s's %s lease: the documented mitigation is what was tested",
+			up.Sub(killedAt).Round(time.Millisecond), a.Name(), env.TTL), nil
+	}
+	if up.After(leaseEnd) {
+		return missed("the minority came back %s after the kill; %s's lease had %s left; a --ttl of at least %s would let a second client in within it",
+			up.Sub(killedAt).Round(time.Millisecond), a.Name(), leaseEnd.Sub(killedAt).Round(time.Millisecond),
+			SmallestTTL(up.Sub(granted))), nil
+	}
+	return missed("the minority was back %s after the kill, with %s of %s's lease left, but no other client was granted the lock in that time",
+		up.Sub(killedAt).Round(time.Millisecond), leaseEnd.Sub(up).Round(time.Millisecond), a.Name()), nil
 }
 
-// parkFreshHolder waits for a client granted the lock after this call began
-// (a moment with no holder, no earlier than settled, then a holder) and
-// parks it at failpoint. It returns a nil client when none came within
-// env.Patience. On a badly loaded machine a grant whose nodes all answered
-// before the minority stopped can still be reported late enough to be
-// taken; the restart of the minority then makes those nodes forget too,
-// and the report names them.
-func parkFreshHolder(ctx context.Context, env *Env, failpoint string, settled time.Time) (Client, func(), error) {
-	ctx, cancel := context.WithTimeout(ctx, env.Patience)
-	defer cancel()
-	free := false
-	for ctx.Err() == nil {
-		c, ok := env.Targets.Holder()
-		switch {
-		case !ok:
-			free = time.Now().After(settled)
-		case free:
-			leave, err := c.ParkAt(ctx, failpoint)
-			if errors.Is(err, ErrMissed) {
-				free = false
-				continue
-			}
-			if err != nil {
-				return nil, nil, ignoreDeadline(err)
-			}
-			var once sync.Once
-			return c, func() { once.Do(leave) }, nil
-		}
-		sleepCtx(ctx, time.Millisecond)
-	}
-	return nil, nil, nil
+// GrantTimes is a client that says when its latest grant was asked for and
+// given, on the history's clock (history.Now), so that a fault judges a
+// lease as the checker will: from the acquire's invoke.
+type GrantTimes interface {
+	Grant() (invoke, ok int64)
+}
+
+// leaseAllowance is how much earlier than invoke + TTL the checker allows a
+// lease to have ended (checker.DefaultClockAllowance), in nanoseconds.
+func leaseAllowance(ttl time.Duration) int64 {
+	return int64(2*time.Millisecond) + ttl.Milliseconds()*1e3
+}
+
+// SmallestTTL is the shortest lease within which a second client can be
+// granted when the nodes it needs are back `needed` after the first grant:
+// the lease must outlast that by the fifth splitMajority keeps in hand, and
+// by the second client's own acquire. Rounded up to a tenth of a second.
+func SmallestTTL(needed time.Duration) time.Duration {
+	const acquire = 100 * time.Millisecond
+	ttl := (needed + acquire) * 5 / 4
+	return (ttl + 99*time.Millisecond).Truncate(100 * time.Millisecond)
 }
 
 // waitOtherHolder waits up to limit for a client other than a to hold the
-// lock. Targets that cannot list holders make it wait out the limit.
-func waitOtherHolder(ctx context.Context, env *Env, a Client, limit time.Duration) {
+// lock, and says when it saw it. Targets that cannot list holders make it
+// wait out the limit and find none.
+func waitOtherHolder(ctx context.Context, env *Env, a Client, limit time.Duration) (Client, time.Time) {
 	lister, ok := env.Targets.(HolderLister)
 	if !ok {
 		sleepCtx(ctx, limit)
-		return
+		return nil, time.Time{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for ctx.Err() == nil {
 		for _, c := range lister.Holders() {
 			if c != a {
-				return
+				return c, time.Now()
 			}
 		}
 		sleepCtx(ctx, time.Millisecond)
 	}
+	return nil, time.Time{}
 }
 
-// killStopped kills the stopped nodes: whatever they had queued dies with
-// them.
-func killStopped(env *Env, stopped []Restarter) {
-	for _, n := range stopped {
-		pid := n.PID()
-		if err := n.Signal(syscall.SIGKILL); err != nil {
-			continue // restartAll reports a node that cannot come back
-		}
-		env.Record(history.NemKill, history.Value{Target: n.Name(), PID: pid,
-			Detail: "killed while stopped: a restart drops the SETs queued in its sockets, which SIGCONT would apply"})
-	}
-}
-
-// restartAll starts the nodes again, empty, together.
-func restartAll(ctx context.Context, env *Env, nodes []Restarter) error {
-	errs := make([]error, len(nodes))
+// killRestartAll kills the stopped nodes, whatever they had queued dying
+// with them, and starts them again empty after delay, all together: a kill
+// or a start can take a quarter of a second each (a container's), and the
+// lease is running.
+func killRestartAll(ctx context.Context, env *Env, nodes []Restarter, delay time.Duration) {
 	var wg sync.WaitGroup
-	for i, n := range nodes {
+	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// The node must come back even when the run is ending.
-			if errs[i] = n.Restart(context.WithoutCancel(ctx), true); errs[i] == nil {
-				env.Record(history.NemStart, history.Value{Target: n.Name(), PID: n.PID(), Detail: "data wiped"})
-			}
+			// A node that cannot be killed is reported when it cannot come
+			// back; a failed restart is recorded by restart.
+			kill(env, n, history.Value{Detail: "killed while stopped: a restart drops the SETs queued in its sockets, which SIGCONT would apply"}) //nolint:errcheck
+			sleepCtx(ctx, delay)
+			restart(ctx, env, n, true, "data wiped") //nolint:errcheck
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
 }

@@ -1,7 +1,9 @@
 // Package nemesis injects faults into a running test: it pauses, kills and
 // continues named targets (lock service nodes and client processes) on a
-// schedule fixed by a seed. A fault sees only targets, never a backend's
-// internals, and every fault it injects is an event in the history.
+// schedule fixed by a seed. A fault sees only targets and the capabilities
+// the backend's handle offers, never a backend's internals; every fault it
+// injects is an event in the history, and every step ends with a landing
+// event saying whether the fault created the moment it exists for.
 package nemesis
 
 import (
@@ -9,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -84,59 +84,11 @@ type Env struct {
 	// Failpoints are the moments inside the backend's own operations that
 	// kill-client can aim at (for example between SETNX and EXPIRE).
 	Failpoints []string
-	// Params are the run's fault settings (clock skew, restart delay, ...).
-	Params map[string]string
+	// Settings are the run's fault settings (clock skew, restart delay, ...).
+	Settings Settings
 	// Patience bounds how long a fault waits for its moment (a holder, a
 	// failpoint) before it gives up until the next step.
 	Patience time.Duration
-}
-
-// Fault injects one fault and heals it before returning, unless healing is
-// someone else's job (a killed client is restarted by the harness).
-type Fault func(ctx context.Context, env *Env) error
-
-// Faults by name, as the CLI spells them. Faults that belong to one kind of
-// service register themselves from their own file's init.
-var Faults = map[string]Fault{
-	"pause-holder": PauseHolder,
-	"pause-client": PauseClient,
-	"pause-node":   PauseNode,
-	"kill-client":  KillClient,
-}
-
-// Describe explains each fault for --help.
-var Describe = map[string]string{
-	"none":         "no faults",
-	"pause-holder": "SIGSTOP the client that holds the lock, right after it checked its lease, for --pause",
-	"pause-client": "SIGSTOP a random client at a random moment for --pause",
-	"pause-node":   "SIGSTOP a lock service node for --pause",
-	"kill-client":  "SIGKILL a client inside its critical section (between SETNX and EXPIRE for setnx-expire); it restarts as a new process",
-}
-
-// Names lists the faults, sorted.
-func Names() []string {
-	names := make([]string, 0, len(Faults))
-	for n := range Faults {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// Parse reads a comma-separated fault list; "none" or "" is no faults.
-func Parse(s string) ([]string, error) {
-	var out []string
-	for _, name := range strings.Split(s, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" || name == "none" {
-			continue
-		}
-		if _, ok := Faults[name]; !ok {
-			return nil, fmt.Errorf("unknown nemesis %q (choose none or a comma-separated list of: %s)", name, strings.Join(Names(), ", "))
-		}
-		out = append(out, name)
-	}
-	return out, nil
 }
 
 // Step is one fault of a schedule.
@@ -161,19 +113,51 @@ func Plan(seed int64, faults []string, interval, limit time.Duration) []Step {
 }
 
 // Run fires the steps of a plan in order, each no earlier than its time,
-// until ctx is done. base is the template every step's Env copies.
+// until ctx is done. base is the template every step's Env copies. Every
+// step ends with a landing event.
 func Run(ctx context.Context, steps []Step, start time.Time, base Env) error {
-	for _, s := range steps {
+	for i, s := range steps {
 		if !sleepUntil(ctx, start.Add(s.At)) {
 			return nil
 		}
-		env := base
-		env.Rand = rand.New(rand.NewPCG(s.Seed, 0))
-		if err := Faults[s.Fault](ctx, &env); err != nil && ctx.Err() == nil {
+		env := forStep(base, i+1, s.Seed)
+		f, ok := registry[s.Fault]
+		if !ok {
+			return fmt.Errorf("unknown fault %q", s.Fault)
+		}
+		l, err := f.Inject(ctx, &env)
+		recordLanding(ctx, &env, s.Fault, l, err)
+		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("%s: %w", s.Fault, err)
 		}
 	}
 	return nil
+}
+
+// forStep is base for step number step: its events carry the step, its
+// random choices come from seed.
+func forStep(base Env, step int, seed uint64) Env {
+	env := base
+	env.Rand = rand.New(rand.NewPCG(seed, 0))
+	env.Record = func(f string, v history.Value) {
+		v.Step = step
+		base.Record(f, v)
+	}
+	return env
+}
+
+// recordLanding ends a step with its landing event. A fault that failed,
+// or that the end of the run cut short before it landed, missed.
+func recordLanding(ctx context.Context, env *Env, fault string, l Landing, err error) {
+	switch {
+	case err != nil && ctx.Err() == nil:
+		l = missed("%s", err.Error())
+	case !l.Landed && l.Why == "" && ctx.Err() != nil:
+		l = missed("the run ended before the fault's moment came")
+	case !l.Landed && l.Why == "":
+		l = missed("the fault did not say why")
+	}
+	env.Record(history.NemLanding, history.Value{Fault: fault, Landed: history.Bool(l.Landed), Detail: l.Why})
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {

@@ -2,29 +2,23 @@ package nemesis
 
 import (
 	"context"
-	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
 )
 
 func init() {
-	Faults["kill-restart"] = KillRestart
-	Describe["kill-restart"] = "SIGKILL a node and start it again after --restart-delay, wiping its data with --wipe"
-	Faults["pause-nodes"] = PauseNodes
-	Describe["pause-nodes"] = "SIGSTOP a minority of the nodes together for --pause"
+	register(Fault{Name: "kill-restart", Inject: KillRestart, Needs: []Capability{CapRestart},
+		Params: []string{ParamRestartDelay, ParamWipe},
+		Help:   "SIGKILL a node and start it again after --restart-delay, wiping its data with --wipe"})
+	register(Fault{Name: "pause-nodes", Inject: PauseNodes, Needs: []Capability{CapMajority},
+		Help: "SIGSTOP a minority of the nodes together for --pause"})
 }
 
-// Params of the node faults.
-const (
-	ParamWipe         = "wipe"          // "true": a restarted node comes back empty
-	ParamRestartDelay = "restart-delay" // a Go duration between kill and start
-)
-
 // KillRestart kills a random node and starts it again on the same ports,
-// after the restart delay, with or without its data.
-func KillRestart(ctx context.Context, env *Env) error {
+// after the restart delay, with or without its data. It lands when the node
+// was down for the whole delay and came back.
+func KillRestart(ctx context.Context, env *Env) (Landing, error) {
 	var nodes []Restarter
 	for _, t := range env.Targets.Nodes() {
 		if r, ok := t.(Restarter); ok {
@@ -32,62 +26,40 @@ func KillRestart(ctx context.Context, env *Env) error {
 		}
 	}
 	if len(nodes) == 0 {
-		return nil
+		return missed("no node of the service can be restarted"), nil
 	}
 	n := nodes[env.Rand.IntN(len(nodes))]
-	wipe := env.Params[ParamWipe] == "true"
-	var delay time.Duration
-	if s := env.Params[ParamRestartDelay]; s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("%s %q: %w", ParamRestartDelay, s, err)
-		}
-		delay = d
+	detail := env.Settings.wipeDetail()
+	if err := kill(env, n, history.Value{Detail: detail}); err != nil {
+		return Landing{}, err
 	}
-	detail := "data kept"
-	if wipe {
-		detail = "data wiped"
+	killed := time.Now()
+	sleepCtx(ctx, env.Settings.RestartDelay)
+	if err := restart(ctx, env, n, env.Settings.Wipe, detail); err != nil {
+		return Landing{}, err
 	}
-	pid := n.PID()
-	if err := n.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	env.Record(history.NemKill, history.Value{Target: n.Name(), PID: pid, Detail: detail})
-	sleepCtx(ctx, delay)
-	// Even when the run is ending the node must come back: teardown and the
-	// end-of-run inspection expect every node up.
-	if err := n.Restart(context.WithoutCancel(ctx), wipe); err != nil {
-		return err
-	}
-	env.Record(history.NemStart, history.Value{Target: n.Name(), PID: n.PID(), Detail: detail})
-	return nil
+	return landed("%s was down %s (%s)", n.Name(), time.Since(killed).Round(time.Millisecond), detail), nil
 }
 
 // PauseNodes stops a random minority of the nodes together, so that grants
-// land on bare majorities, then continues them.
-func PauseNodes(ctx context.Context, env *Env) error {
+// land on bare majorities, then continues them. It lands when they stayed
+// stopped for env.Pause.
+func PauseNodes(ctx context.Context, env *Env) (Landing, error) {
 	nodes := env.Targets.Nodes()
 	k := (len(nodes) - 1) / 2
 	if k == 0 {
-		return nil
+		return missed("%d nodes have no minority to stop", len(nodes)), nil
 	}
-	picked := make([]Target, 0, k)
+	h := &healer{env: env}
+	defer h.heal()
 	for _, i := range env.Rand.Perm(len(nodes))[:k] {
-		picked = append(picked, nodes[i])
-	}
-	for _, n := range picked {
-		if err := n.Signal(syscall.SIGSTOP); err != nil {
-			return err
+		if err := h.stop(nodes[i], history.Value{DurationMs: env.Pause.Milliseconds()}); err != nil {
+			return Landing{}, err
 		}
-		env.Record(history.NemPause, history.Value{Target: n.Name(), PID: n.PID(), DurationMs: env.Pause.Milliseconds()})
 	}
+	stopped := time.Now()
 	sleepCtx(ctx, env.Pause)
-	var firstErr error
-	for _, n := range picked {
-		if err := n.Signal(syscall.SIGCONT); err != nil && firstErr == nil {
-			firstErr = err
-		}
-		env.Record(history.NemResume, history.Value{Target: n.Name(), PID: n.PID()})
-	}
-	return firstErr
+	held := time.Since(stopped)
+	h.heal()
+	return heldFor(h.order[0], held, env.Pause), nil
 }

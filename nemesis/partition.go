@@ -10,8 +10,8 @@ import (
 )
 
 func init() {
-	Faults["partition"] = Partition
-	Describe["partition"] = "cut one node off the run's network for --pause, then heal it: the Sentinel master, the etcd leader, else a random node (a Redlock node). Needs --runtime docker"
+	register(Fault{Name: "partition", Inject: Partition, Needs: []Capability{CapPartition},
+		Help: "cut one node off the run's network for --pause, then heal it: the Sentinel master, the etcd leader, else a random node (a Redlock node). Needs --runtime docker"})
 }
 
 // Partitioner is a node that can be cut off the network and joined again:
@@ -30,15 +30,16 @@ var ErrNoPartition = errors.New("the nodes cannot be cut off the network (partit
 // nodes nor any client reach it and it reaches no one, for env.Pause, then
 // connects it again. It picks the node whose loss matters most: the master
 // of a service with failover (Sentinel), the leader of one that elects
-// (etcd), otherwise any node (one of Redlock's independent masters).
-func Partition(ctx context.Context, env *Env) error {
+// (etcd), otherwise any node (one of Redlock's independent masters). It
+// lands when the node was unreachable for the whole pause.
+func Partition(ctx context.Context, env *Env) (Landing, error) {
 	target, svc, err := partitionTarget(ctx, env)
 	if err != nil || target == nil {
-		return err
+		return missed("the service named no master or leader to cut off (between states)"), err
 	}
 	p, ok := target.(Partitioner)
 	if !ok {
-		return ErrNoPartition
+		return Landing{}, ErrNoPartition
 	}
 	var awaitSwitch func() (string, error)
 	if svc != nil {
@@ -50,17 +51,23 @@ func Partition(ctx context.Context, env *Env) error {
 		}
 	}
 	if err := p.Partition(ctx); err != nil {
-		return err
+		return Landing{}, err
 	}
-	env.Record(history.NemPartition, history.Value{Target: target.Name()})
+	env.Record(history.NemPartition, history.Value{Target: target.Name(), DurationMs: env.Pause.Milliseconds()})
+	cut := time.Now()
 	sleepCtx(ctx, env.Pause)
+	held := time.Since(cut)
 	// Heal even when the run is ending: teardown finds the node connected.
 	healCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	herr := p.Heal(healCtx)
 	env.Record(history.NemHeal, history.Value{Target: target.Name(), Detail: errText(herr)})
 	if herr != nil {
-		return herr
+		return Landing{}, herr
+	}
+	l := landed("%s was cut off the network for %s", target.Name(), held.Round(time.Millisecond))
+	if held+5*time.Millisecond < env.Pause {
+		l = missed("%s was cut off %s of the %s asked: the run ended first", target.Name(), held.Round(time.Millisecond), env.Pause)
 	}
 	if awaitSwitch != nil && ctx.Err() == nil {
 		// A master cut off long enough was replaced; it rejoins as a
@@ -70,7 +77,7 @@ func Partition(ctx context.Context, env *Env) error {
 			awaitRejoin(ctx, svc, target.Name(), promoted)
 		}
 	}
-	return nil
+	return l, nil
 }
 
 // partitionTarget names the node to cut off; nil with no error means the

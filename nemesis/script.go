@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -67,8 +65,10 @@ func notRunFrom(i, n int) error {
 
 // RunScript performs actions in order. A pause with a duration ends on its
 // own while later actions go on; everything a script leaves faulted is
-// healed by the harness at the end of the run. When the run ends first,
-// it returns NotRun naming the steps left.
+// healed by the harness at the end of the run. Each action is a step that
+// ends with a landing event: it lands when it reached its target (a timed
+// pause: and the target stayed stopped for it, or until the run ended).
+// When the run ends first, it returns NotRun naming the steps left.
 func RunScript(ctx context.Context, actions []Action, start time.Time, base Env) error {
 	var pauses sync.WaitGroup
 	defer pauses.Wait()
@@ -76,9 +76,17 @@ func RunScript(ctx context.Context, actions []Action, start time.Time, base Env)
 		if !sleepUntil(ctx, start.Add(a.At)) {
 			return notRunFrom(i, len(actions))
 		}
-		env := base
-		env.Rand = rand.New(rand.NewPCG(uint64(i)+1, 0))
-		if err := doAction(ctx, &env, a, &pauses); err != nil {
+		env := forStep(base, i+1, uint64(i)+1)
+		name := a.Do
+		if a.Do == "fault" {
+			name = a.Fault
+		}
+		l, err := doAction(ctx, &env, a, &pauses)
+		if l.Why == "" && l.Landed {
+			continue // a timed pause records its landing when it ends
+		}
+		recordLanding(ctx, &env, name, l, err)
+		if err != nil {
 			if ctx.Err() != nil {
 				return notRunFrom(i, len(actions))
 			}
@@ -88,93 +96,99 @@ func RunScript(ctx context.Context, actions []Action, start time.Time, base Env)
 	return nil
 }
 
-func doAction(ctx context.Context, env *Env, a Action, pauses *sync.WaitGroup) error {
+func doAction(ctx context.Context, env *Env, a Action, pauses *sync.WaitGroup) (Landing, error) {
 	var leave func()
 	if a.When != nil {
 		var err error
 		if leave, err = await(ctx, env, *a.When); err != nil {
-			return err
+			if ctx.Err() != nil {
+				return missed("the run ended before %s reached %s", a.When.Client, a.When.Reaches), nil
+			}
+			return Landing{}, err
 		}
 	}
 	if a.Do == "fault" {
 		if leave != nil {
 			leave()
 		}
-		f, ok := Faults[a.Fault]
+		f, ok := registry[a.Fault]
 		if !ok {
-			return fmt.Errorf("unknown fault %q", a.Fault)
+			return Landing{}, fmt.Errorf("unknown fault %q", a.Fault)
 		}
-		return f(ctx, env)
+		return f.Inject(ctx, env)
 	}
 	t, ok := env.Targets.Lookup(a.Target)
 	if !ok {
 		if leave != nil {
 			leave()
 		}
-		return fmt.Errorf("no target %q in this run", a.Target)
+		return Landing{}, fmt.Errorf("no target %q in this run", a.Target)
 	}
-	err := act(ctx, env, a, t, pauses)
+	l, err := act(ctx, env, a, t, pauses)
 	if leave != nil {
 		leave() // after the fault: a stopped client reads it once continued
 	}
-	return err
+	return l, err
 }
 
-func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGroup) error {
-	pid := t.PID()
+// act does one action to t. A timed pause returns a landing with no reason:
+// its goroutine records the landing once the pause is over.
+func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGroup) (Landing, error) {
 	switch a.Do {
 	case "pause":
-		if err := t.Signal(syscall.SIGSTOP); err != nil {
-			return err
+		pid, err := stop(env, t, history.Value{DurationMs: a.For.Milliseconds()})
+		if err != nil {
+			return Landing{}, err
 		}
-		env.Record(history.NemPause, history.Value{Target: t.Name(), PID: pid, DurationMs: a.For.Milliseconds()})
-		if a.For > 0 {
-			pauses.Add(1)
-			go func() {
-				defer pauses.Done()
-				sleepCtx(ctx, a.For)
-				t.Signal(syscall.SIGCONT) //nolint:errcheck // the harness continues everything at the end anyway
-				env.Record(history.NemResume, history.Value{Target: t.Name(), PID: pid})
-			}()
+		if a.For <= 0 {
+			return landed("%s was stopped until resumed", t.Name()), nil
 		}
-		return nil
+		pauses.Add(1)
+		go func() {
+			defer pauses.Done()
+			stopped := time.Now()
+			sleepCtx(ctx, a.For)
+			held := time.Since(stopped)
+			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
+			l := heldFor(t, held, a.For)
+			if !l.Landed && ctx.Err() != nil {
+				// A script's pause is an exact timeline: stopped until the
+				// run ended is as stopped as the run allowed.
+				l = landed("%s was stopped %s, until the run ended (%s asked)", t.Name(), held.Round(time.Millisecond), a.For)
+			}
+			recordLanding(ctx, env, a.Do, l, nil)
+		}()
+		return Landing{Landed: true}, nil
 	case "resume":
-		err := t.Signal(syscall.SIGCONT)
-		env.Record(history.NemResume, history.Value{Target: t.Name(), PID: pid})
-		return err
+		return landed("%s was continued", t.Name()), cont(env, t, t.PID())
 	case "kill":
-		if err := t.Signal(syscall.SIGKILL); err != nil {
-			return err
-		}
-		env.Record(history.NemKill, history.Value{Target: t.Name(), PID: pid})
-		return nil
+		return landed("%s was killed", t.Name()), kill(env, t, history.Value{})
 	case "restart":
 		r, ok := t.(Restarter)
 		if !ok {
-			return fmt.Errorf("%s cannot be restarted (only nodes can)", t.Name())
+			return Landing{}, fmt.Errorf("%s cannot be restarted (only nodes can)", t.Name())
 		}
-		detail := "data kept"
-		if a.Wipe {
-			detail = "data wiped"
+		detail := Settings{Wipe: a.Wipe}.wipeDetail()
+		env.Record(history.NemKill, history.Value{Target: t.Name(), PID: t.PID(), Detail: detail})
+		if err := restart(ctx, env, r, a.Wipe, detail); err != nil {
+			return Landing{}, err
 		}
-		env.Record(history.NemKill, history.Value{Target: t.Name(), PID: pid, Detail: detail})
-		if err := r.Restart(context.WithoutCancel(ctx), a.Wipe); err != nil {
-			return err
-		}
-		env.Record(history.NemStart, history.Value{Target: t.Name(), PID: r.PID(), Detail: detail})
-		return nil
+		return landed("%s was restarted (%s)", t.Name(), detail), nil
 	case "clock":
 		c, ok := t.(Clock)
 		if !ok {
-			return fmt.Errorf("%s has no clock lockcheck can move (only nodes started under libfaketime do)", t.Name())
+			return Landing{}, fmt.Errorf("%s has no clock lockcheck can move (only nodes started under libfaketime do)", t.Name())
 		}
 		if a.Offset == 0 {
 			resetClock(ctx, env, c)
-			return nil
+			return landed("%s's clock was put back", t.Name()), nil
 		}
-		return jumpClock(ctx, env, c, a.Offset)
+		if _, err := jumpClock(ctx, env, c, a.Offset); err != nil {
+			return Landing{}, err
+		}
+		return landed("%s's clock jumped %s", t.Name(), signed(a.Offset)), nil
 	}
-	return fmt.Errorf("unknown action %q", a.Do)
+	return Landing{}, fmt.Errorf("unknown action %q", a.Do)
 }
 
 // await waits until the trigger's client reaches its moment. At a

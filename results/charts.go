@@ -170,10 +170,7 @@ func frame(title string, faults []checker.Fault, span checker.Interval) *chart {
 		return round1(chartLeft + math.Max(0, math.Min(chartPlotW, float64(ns-span.Start)/dur*chartPlotW)))
 	}
 	for _, f := range faults {
-		class := "fault-other"
-		if f.Kind == history.NemPause || f.Kind == history.NemKill {
-			class = "fault-" + f.Kind
-		}
+		class := faultClass(f.Kind)
 		x0, x1 := xOf(f.Start), xOf(max(f.End, f.Start))
 		ch.Bands = append(ch.Bands, shape{Class: class, Title: f.Kind + " " + f.Target,
 			X: x0, Y: chartTop, W: round1(math.Max(2, x1-x0)), H: chartPlotH})

@@ -81,6 +81,9 @@ type CellCounts struct {
 	GrantsPerSec        float64 `json:"grants_per_sec"`
 	LongestStallMs      float64 `json:"longest_stall_ms"`
 	StuckUntilEnd       bool    `json:"stuck_until_end"`
+	// FaultsInjected and FaultsLanded are results.json's fault_landing.
+	FaultsInjected int `json:"faults_injected"`
+	FaultsLanded   int `json:"faults_landed"`
 }
 
 // Ran fills a cell from the results its run wrote.
@@ -97,7 +100,8 @@ func (c *Cell) Ran(r *Results) {
 		StaleWritesAccepted: ch.Resource.StaleWritesAccepted, StaleWritesRefused: ch.Resource.StaleWritesRefused,
 		FenceAnomalies: ch.Fencing.Regressions + ch.Fencing.Duplicates, Linearizability: ch.Linearizability.Result,
 		Grants: ch.Liveness.Grants, GrantsPerSec: ch.Liveness.GrantsPerSec, LongestStallMs: ch.Liveness.LongestStallMs,
-		StuckUntilEnd: ch.Liveness.StuckUntilEnd,
+		StuckUntilEnd:  ch.Liveness.StuckUntilEnd,
+		FaultsInjected: r.FaultLanding.Injected, FaultsLanded: r.FaultLanding.Landed,
 	}
 }
 

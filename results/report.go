@@ -42,10 +42,12 @@ type reportView struct {
 	Config    []kv
 	Checks    []checkView
 	Faults    tableView
-	Timeline  *timeline
-	Charts    *charts
-	CSP       string
-	Script    template.JS
+	// Landing says how many faults landed, for a run with a nemesis.
+	Landing  string
+	Timeline *timeline
+	Charts   *charts
+	CSP      string
+	Script   template.JS
 }
 
 type kv struct{ Key, Value string }
@@ -95,6 +97,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		Scenario:     h.Header.Config.Scenario,
 		Config:       fieldRows(cfg, t0),
 		Faults:       faultTable(res.Faults, t0),
+		Landing:      LandingLine(res.FaultLanding),
 		Timeline:     newTimeline(h, res, span),
 		Charts:       newCharts(h, res, span),
 		Reproduce:    shellJoin(cfg.CommandLine),
@@ -281,13 +284,17 @@ func fenceTable(as []checker.FenceAnomaly, t0 int64) *tableView {
 }
 
 func faultTable(fs []checker.Fault, t0 int64) tableView {
-	t := rows("fault", len(fs), []string{"kind", "target", "start", "end", "failpoint"}, func(i int) []string {
+	t := rows("fault", len(fs), []string{"kind", "target", "start", "end", "failpoint", "landed", "why"}, func(i int) []string {
 		f := fs[i]
 		end := "-"
 		if f.End > f.Start {
 			end = relSec(f.End, t0)
 		}
-		return []string{f.Kind, f.Target, relSec(f.Start, t0), end, f.Failpoint}
+		landed := "no"
+		if f.Landed {
+			landed = "yes"
+		}
+		return []string{f.Kind, f.Target, relSec(f.Start, t0), end, f.Failpoint, landed, f.Why}
 	})
 	if t == nil {
 		return tableView{}

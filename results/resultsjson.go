@@ -42,6 +42,8 @@ type Results struct {
 	InterruptedBy  string   `json:"interrupted_by,omitempty"`
 	Incomplete     bool     `json:"incomplete"`
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
+	// FaultLanding counts the nemesis steps and those whose fault landed.
+	FaultLanding checker.FaultLanding `json:"fault_landing"`
 
 	// FirstAnomalyMs is the time from the start of the run (its first
 	// event) to the earliest evidence of a failed check, in ms; null when
@@ -71,6 +73,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		InterruptedBy:  res.InterruptedBy,
 		Incomplete:     res.Incomplete,
 		UnknownReasons: res.UnknownReasons,
+		FaultLanding:   res.FaultLanding,
 		FirstAnomalyMs: res.FirstAnomalyMs,
 	}
 	// CI scripts iterate over these; give them [] rather than null.

@@ -25,8 +25,25 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	if note := resultNote(res); note != "" {
 		fmt.Fprintln(w, note)
 	}
+	if line := LandingLine(res.FaultLanding); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, word(st.Outcome), st.Numbers)
 	}
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, ReportFile))
+}
+
+// LandingLine says how many of a run's faults landed, and the first miss,
+// or "" for a run with no nemesis (or a history that does not record
+// landings).
+func LandingLine(l checker.FaultLanding) string {
+	if !l.Judged() {
+		return ""
+	}
+	line := fmt.Sprintf("faults landed: %d of %d injected", l.Landed, l.Injected)
+	if l.Missed != "" {
+		line += "; first miss: " + l.Missed
+	}
+	return line
 }

@@ -319,10 +319,7 @@ func (b *builder) faults(fs []checker.Fault) {
 		if i == maxRows {
 			break
 		}
-		class := "fault-other"
-		if f.Kind == history.NemPause || f.Kind == history.NemKill || f.Kind == history.NemPartition {
-			class = "fault-" + f.Kind
-		}
+		class := faultClass(f.Kind)
 		end := max(f.End, f.Start)
 		title := fmt.Sprintf("%s %s from %s", f.Kind, f.Target, relSec(f.Start, b.t0))
 		if end > f.Start {
@@ -607,6 +604,16 @@ func nodeNames(h *history.History) []string {
 	}
 	sort.Strings(nodes)
 	return nodes
+}
+
+// faultClass is the CSS class a fault is shaded with: its own for a verb
+// that puts its target in a state (paused, killed, cut off), else
+// fault-other.
+func faultClass(verb string) string {
+	if history.VerbOf(verb).State != "" {
+		return "fault-" + verb
+	}
+	return "fault-other"
 }
 
 // observesOnly is a nemesis verb that records something without acting on

@@ -62,7 +62,23 @@ func (f *File) Compare(res *checker.Result) Comparison {
 		}
 		c.add(path, cond, strconv.FormatFloat(got, 'f', -1, 64), compare(got, op, want))
 	}
+	f.compareLanding(&c, res.FaultLanding)
 	return c
+}
+
+// compareLanding expects every step of the timeline to have landed: a
+// scenario whose fault never reached its moment reproduces nothing, whatever
+// the checks say.
+func (f *File) compareLanding(c *Comparison, l checker.FaultLanding) {
+	if len(f.Timeline) == 0 {
+		return
+	}
+	want := fmt.Sprintf("all %d steps", len(f.Timeline))
+	got := fmt.Sprintf("%d of %d", l.Landed, l.Injected)
+	if l.Missed != "" {
+		got += "; " + l.Missed
+	}
+	c.add("faults landed", want, got, l.Landed == len(f.Timeline))
 }
 
 // stepsNotRun adds a mismatch for each timeline step that never ran (the

@@ -58,10 +58,16 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 	if f.Watchdog {
 		params[workloads.ParamWatchdog] = "true"
 	}
+	// A scenario with no timeline injects no fault: it has no nemesis to
+	// be judged by.
+	nemesis := []string{}
+	if len(f.Timeline) > 0 {
+		nemesis = []string{"script"}
+	}
 	return harness.Config{
 		Run: history.RunConfig{
 			Backend: f.Backend, Variant: f.Variant, Workload: f.Workload, FenceSource: f.FenceSource,
-			Nemesis: []string{"script"}, Seed: 1, Clients: f.Clients, Keys: 1, TTLms: ttl.Milliseconds(),
+			Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, TTLms: ttl.Milliseconds(),
 			TimeLimitMs: f.TimeLimit.D().Milliseconds(), PauseMs: (2 * ttl).Milliseconds(), Think: f.Think,
 			CommandLine: []string{"lockcheck", "scenario", "run", f.Name},
 			Params:      params,

@@ -324,7 +324,7 @@ func (f *File) validate() error {
 			}
 		}
 		if s.Do == "fault" {
-			if _, ok := nemesis.Faults[s.Fault]; !ok {
+			if _, ok := nemesis.Lookup(s.Fault); !ok {
 				return f.errAt(at+".fault", "unknown fault %q (choose one of: %s)", s.Fault, strings.Join(nemesis.Names(), ", "))
 			}
 			continue

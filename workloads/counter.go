@@ -165,7 +165,11 @@ func (c *Client) cycle(key string) bool {
 	g, err := c.lock.Acquire(ctx, key)
 	switch {
 	case errors.Is(err, backends.ErrNotAcquired):
-		c.complete(history.Fail, history.FAcquire, key, nil, err)
+		var v *history.Value
+		if errors.Is(err, backends.ErrRefused) {
+			v = &history.Value{Refused: true}
+		}
+		c.complete(history.Fail, history.FAcquire, key, v, err)
 		return false
 	case err != nil:
 		c.retire(history.FAcquire, key, err)

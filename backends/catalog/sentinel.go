@@ -3,7 +3,6 @@ package catalog
 import (
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -44,12 +43,6 @@ func sentinelFlags(fl *pflag.FlagSet) func(*Settings) error {
 			for _, name := range sentinelFlags {
 				if r.Changed(name) {
 					return fmt.Errorf("--%s applies to --backend sentinel only", name)
-				}
-			}
-			// The failover faults need a service that fails over by itself.
-			for _, fault := range r.Faults {
-				if strings.HasPrefix(fault, "failover-") {
-					return fmt.Errorf("--nemesis %s needs a service that fails over by itself: add --backend sentinel", fault)
 				}
 			}
 			return nil

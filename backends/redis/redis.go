@@ -107,8 +107,10 @@ type Refused struct{ Reply string }
 
 func (r Refused) Error() string { return history.RefusedPrefix + r.Reply }
 
-// Is makes a refusal a certain failure to acquire.
-func (r Refused) Is(target error) bool { return target == backends.ErrNotAcquired }
+// Is makes a refusal a certain failure to acquire, and a refusal.
+func (r Refused) Is(target error) bool {
+	return target == backends.ErrNotAcquired || target == backends.ErrRefused
+}
 
 // refusal turns the errors that mean a write was never executed into
 // Refused; any other error (a timeout, a connection lost after the command

@@ -205,15 +205,15 @@ func (c *Control) WaitReplicated(ctx context.Context, master string) error {
 
 // CutReplicas closes master's connections to its replicas (CLIENT KILL TYPE
 // replica). A replica that is stopped cannot reconnect, so from then on
-// master's writes reach nobody.
-func (c *Control) CutReplicas(ctx context.Context, master string) error {
+// master's writes reach nobody. It says how it cut them, for the history.
+func (c *Control) CutReplicas(ctx context.Context, master string) (string, error) {
 	m, err := c.dataNode(master)
 	if err != nil {
-		return err
+		return "", err
 	}
 	rdb := client(m.Addr())
 	defer rdb.Close()
-	return rdb.ClientKillByFilter(ctx, "TYPE", "replica").Err()
+	return "CLIENT KILL TYPE replica", rdb.ClientKillByFilter(ctx, "TYPE", "replica").Err()
 }
 
 // AwaitSwitch subscribes to +switch-master on the sentinels and returns a

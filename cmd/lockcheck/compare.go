@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
@@ -64,8 +63,8 @@ By default every registered backend (` + strings.Join(catalog.Names(), ", ") + `
 correct variant, fenced and unfenced, without faults and under its signature
 faults:
 ` + signatureHelp() + `
-Combinations that make no sense (kill-client where the variant has no
-failpoint, pause-nodes on a single node, clock-skew without faked clocks, a
+Combinations that make no sense (a fault that needs what the backend does
+not offer: pause-nodes on a single node, clock-skew without faked clocks, a
 failover or leader fault where the service has none) are skipped, and the
 page says why.
 
@@ -160,37 +159,6 @@ func faultSets(s string) ([][]string, error) {
 		sets = append(sets, faults)
 	}
 	return sets, nil
-}
-
-// skipReason says why faults make no sense against backend b's variant, or
-// returns "" when they do, from what the backend declares.
-func skipReason(b catalog.Backend, variant string, faults []string) string {
-	for _, f := range faults {
-		if _, ok := nemesis.Faults[f]; !ok {
-			return fmt.Sprintf("fault %s is not in this build of lockcheck", f)
-		}
-		switch {
-		case f == "kill-client" && len(b.Failpoints[variant]) == 0:
-			return fmt.Sprintf("kill-client aims at a failpoint inside acquire (redis setnx-expire's gap between SETNX and EXPIRE); %s/%s has none", b.Name, variant)
-		case (strings.HasPrefix(f, "failover") || f == "pause-leader") && b.Control == nil:
-			return fmt.Sprintf("%s needs a service that fails over or elects a leader; %s has neither", f, b.Name)
-		}
-	}
-	return ""
-}
-
-// topologySkipReason says why faults make no sense on the nodes a cell's
-// configuration starts, or returns "".
-func topologySkipReason(b catalog.Backend, faults []string, nodes []backends.NodeSpec) string {
-	for _, f := range faults {
-		switch {
-		case f == "pause-nodes" && len(nodes) < 3:
-			return fmt.Sprintf("pause-nodes stops a minority of the nodes; %s has %s, so it would stop none", b.Name, plural(len(nodes), "node"))
-		case strings.HasPrefix(f, "clock") && !slices.ContainsFunc(nodes, func(n backends.NodeSpec) bool { return n.FakeClock }):
-			return fmt.Sprintf("%s moves a node's wall clock through libfaketime; no node of %s runs under it", f, b.Name)
-		}
-	}
-	return ""
 }
 
 func plural(n int, noun string) string {
@@ -328,18 +296,16 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloads 
 				}
 				rf := f.run
 				rf.backend, rf.variant, rf.workload = t.backend, t.variant, w
-				if why := skipReason(b, t.variant, faults); why != "" {
-					c.Status, c.Why = results.CellSkipped, why
-					cells = append(cells, c)
-					continue
-				}
 				cfg, err := rf.config(faults, cellCommandLine(cmd, rf, faults))
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", key, err)
 				}
 				c.cfg = cfg
-				if why := topologySkipReason(b, faults, b.Nodes(cfg.Programs, cfg.Run.Params)); why != "" {
-					c.Status, c.Why = results.CellSkipped, why
+				var unavailable *nemesis.UnavailableError
+				if err := harness.CheckFaults(cfg, b); errors.As(err, &unavailable) {
+					// A fault this backend cannot take is a cell to skip,
+					// not a mistake of the user's.
+					c.Status, c.Why = results.CellSkipped, unavailable.Error()
 				} else if _, err := harness.Preflight(cfg); err != nil {
 					// A missing server program is the user's to fix before
 					// anything starts, like run's.

@@ -1,18 +1,21 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
+	"github.com/lockcheck/lockcheck/results"
 )
 
 // Under --runtime docker every backend gives the verdicts it gives as local
 // processes: its run without faults passes and its signature fault breaks
-// it. Redlock's signature is clock-pause with a 2 s TTL: restarting a
-// container takes 0.3-0.5 s, and the paused minority must be back within
-// one lease (see lockcheck's warning).
+// it. Redlock's signature is clock-pause with a 2 s TTL: the paused
+// minority must be back within one lease, and a container restart takes
+// 0.3 s on one machine, 1.5 s on another; where it is too slow the fault
+// misses, the run is unknown and names the TTL that would do.
 func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 	cli := containertest.Engine(t)
 	images := containertest.Images(t, cli)
@@ -37,13 +40,34 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			process, resProcess, _ := runLockcheck(t, tt.args...)
-			inDocker, resDocker, _ := runLockcheck(t, append(tt.args, docker...)...)
-			assert.Equal(t, tt.want, process.code, "process runtime: %s", resProcess.Reason)
-			assert.Equal(t, tt.want, inDocker.code, "docker runtime: %s", resDocker.Reason)
-			assert.Equal(t, resProcess.Valid, resDocker.Valid)
+			process, resProcess, landedProcess := runRuntime(t, tt.args)
+			inDocker, resDocker, landedDocker := runRuntime(t, append(tt.args, docker...))
+			// A fault that missed its moment on this machine (a container
+			// restart slower than the lease) makes the run unknown, and says
+			// why; the verdicts are compared where the faults landed.
+			if landedProcess {
+				assert.Equal(t, tt.want, process.code, "process runtime: %s", resProcess.Reason)
+			}
+			if landedDocker {
+				assert.Equal(t, tt.want, inDocker.code, "docker runtime: %s", resDocker.Reason)
+			}
+			if landedProcess && landedDocker {
+				assert.Equal(t, resProcess.Valid, resDocker.Valid)
+			}
 		})
 	}
+}
+
+// runRuntime runs one line of the runtime comparison: a run without faults
+// must succeed, one with faults may miss them (runFault).
+func runRuntime(t *testing.T, args []string) (invocation, *results.Results, bool) {
+	t.Helper()
+	if slices.Contains(args, "none") {
+		inv, res, _ := runLockcheck(t, args...)
+		return inv, res, true
+	}
+	inv, res, _, landed := runFault(t, args...)
+	return inv, res, landed
 }
 
 // The docker runtime's bad input: an unknown runtime, a partition without
@@ -52,7 +76,7 @@ func TestRuntimeRefusesBadInput(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
 		{"unknown runtime", []string{"--runtime", "podman"}, `--runtime "podman": choose process or docker`},
-		{"partition of processes", []string{"--nemesis", "partition"}, "partition needs --runtime docker"},
+		{"partition of processes", []string{"--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker); backend redis under --runtime process has none"},
 	})
 }
 

@@ -75,7 +75,7 @@ func TestEtcdWithoutFaultsIsClean(t *testing.T) {
 	assert.Zero(t, c.Fencing.Regressions+c.Fencing.Duplicates)
 	assert.True(t, c.Fencing.Checked, "the create revision is the fence")
 	assert.Equal(t, "ok", c.Linearizability.Result)
-	assert.Greater(t, c.Liveness.Grants, 50)
+	assert.Positive(t, c.Liveness.Grants, "the lock was granted")
 
 	// The session TTL is --ttl rounded up to whole seconds, and says so.
 	assert.Equal(t, "1s (--ttl 500ms rounded up to etcd's whole seconds)", r.config.Params[etcd.ParamSessionTTL])
@@ -155,7 +155,7 @@ func TestEtcdSurvivesLeaderPausesAndMemberRestarts(t *testing.T) {
 func TestEtcdBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	tests := []badInput{
-		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "backend redis has no leader to pause; use it with --backend etcd"},
+		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "--nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel)"},
 		{"election too short", []string{"run", "--out", store, "--backend", "etcd", "--etcd-election", "300ms"}, "--etcd-election 300ms must be at least 5 times --etcd-heartbeat 100ms"},
 		{"heartbeat not whole milliseconds", []string{"run", "--out", store, "--backend", "etcd", "--etcd-heartbeat", "1500us"}, "--etcd-heartbeat"},
 	}

@@ -161,7 +161,7 @@ func faultHelp() string {
 		width = max(width, len(name))
 	}
 	for _, name := range names {
-		fmt.Fprintf(&b, "  %-*s %s\n", width, name, nemesis.Describe[name])
+		fmt.Fprintf(&b, "  %-*s %s\n", width, name, nemesis.Help(name))
 	}
 	return b.String()
 }

@@ -1,0 +1,78 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// FaultLanding counts a run's nemesis steps (each ends with a landing
+// event) and those whose fault met the precondition it exists to create.
+type FaultLanding struct {
+	Injected int `json:"injected"`
+	Landed   int `json:"landed"`
+	// Missed is the first step's reason for missing, for the verdict's
+	// sentence.
+	Missed string `json:"missed,omitempty"`
+	// judged is false for a run with no nemesis, and for a history that
+	// predates landing events while it has faults: there is nothing to
+	// judge them by.
+	judged bool
+}
+
+// faultLanding reads the landing events of the nemesis and marks each fault
+// of faults with its step's landing. Faults of no step (a promotion the
+// service made on its own) happened, as observed. A history with faults
+// and no landing event predates landing records: its faults are left not
+// landed with no reason, and the run is not judged by them.
+func faultLanding(nemesis []*history.Event, faults []Fault, cfg history.RunConfig) FaultLanding {
+	var l FaultLanding
+	steps := map[int]*history.Value{}
+	for _, e := range nemesis {
+		if e.F != history.NemLanding || e.Value == nil {
+			continue
+		}
+		l.Injected++
+		steps[e.Value.Step] = e.Value
+		if e.Value.Landed != nil && *e.Value.Landed {
+			l.Landed++
+		} else if l.Missed == "" {
+			l.Missed = fmt.Sprintf("%s: %s", e.Value.Fault, e.Value.Detail)
+		}
+	}
+	legacy := l.Injected == 0 && len(faults) > 0
+	l.judged = len(cfg.Nemesis) > 0 && !legacy
+	for i := range faults {
+		f := &faults[i]
+		switch v, ok := steps[f.Step]; {
+		case legacy:
+		case f.Step == 0:
+			f.Landed, f.Why = true, "observed: the service did it"
+		case ok:
+			f.Landed, f.Why = v.Landed != nil && *v.Landed, v.Detail
+		default:
+			f.Why = "its step recorded no landing (the run ended during it)"
+		}
+	}
+	return l
+}
+
+// Judged says whether the run was judged by its landings: it had a nemesis
+// and its history records them.
+func (l FaultLanding) Judged() bool { return l.judged }
+
+// noFaultLanded is verdict's reason for unknown when a run with a nemesis
+// had no fault that landed: a run whose faults never reached their moment
+// tested nothing they were meant to test, and unknown is never a pass.
+func noFaultLanded(l FaultLanding) bool { return l.judged && l.Landed == 0 }
+
+// noFaultLandedReason says so, as one of the run's unknown reasons.
+func noFaultLandedReason(l FaultLanding) string {
+	if l.Injected == 0 {
+		return "The run had a nemesis and no fault was injected (the run ended before the first step)."
+	}
+	if l.Injected == 1 {
+		return fmt.Sprintf("The one fault injected did not land, so the run did not test what it aims at (%s).", l.Missed)
+	}
+	return fmt.Sprintf("None of the %d faults injected landed, so the run did not test what they aim at; the first missed (%s).", l.Injected, l.Missed)
+}

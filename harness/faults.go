@@ -1,0 +1,86 @@
+package harness
+
+import (
+	"errors"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/nemesis"
+)
+
+// CheckFaults refuses, before anything starts, faults the run's topology
+// cannot take: each fault declares what it needs, the topology what it
+// offers (nemesis.Validate). A refusal names the backends that would offer
+// what is missing. run, compare and scenario all come through here.
+func CheckFaults(cfg Config, b catalog.Backend) error {
+	faults := cfg.Run.Nemesis
+	if cfg.Script != nil { // a script names its actions; its fault actions run whole faults
+		faults = nil
+		for _, a := range cfg.Script {
+			if a.Do == "fault" {
+				faults = append(faults, a.Fault)
+			}
+		}
+	}
+	err := nemesis.Validate(faults, cfg.Run.Params, faultTopology(cfg, b))
+	var missing *nemesis.UnavailableError
+	if errors.As(err, &missing) {
+		for _, name := range catalog.Names() {
+			other, _, lerr := catalog.Lookup(name, "")
+			if lerr != nil {
+				continue
+			}
+			alt := cfg
+			alt.Run.Backend = name
+			if faultTopology(alt, other).Offer(missing.Need) {
+				missing.OfferedBy = append(missing.OfferedBy, name)
+			}
+		}
+	}
+	return err
+}
+
+// faultTopology is what a run of cfg against b will offer the nemesis,
+// derived from the backend's node specs, the type of its control handle and
+// the runtime.
+func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
+	specs := b.Nodes(cfg.Programs, cfg.Run.Params)
+	t := nemesis.Topology{Backend: cfg.Run.Backend, Runtime: runtimeOf(cfg), Nodes: len(specs)}
+	for _, s := range specs {
+		if s.FakeClock {
+			t.ClockNodes++
+		}
+	}
+	// Both runtimes restart a node on its own ports (server is a
+	// nemesis.Restarter).
+	t.Offers = append(t.Offers, nemesis.CapRestart)
+	if t.ClockNodes > 0 {
+		t.Offers = append(t.Offers, nemesis.CapClock)
+	}
+	if t.ClockNodes > 0 && t.ClockNodes == t.Nodes {
+		t.Offers = append(t.Offers, nemesis.CapAllClocks)
+	}
+	if t.Nodes >= 3 {
+		t.Offers = append(t.Offers, nemesis.CapMajority)
+	}
+	if t.Runtime == RuntimeDocker {
+		// Containers on the run's own network can be disconnected from it.
+		t.Offers = append(t.Offers, nemesis.CapPartition)
+	}
+	if b.Control != nil {
+		// The handle's type says what it can do; it is built on endpoints
+		// that serve nothing yet, and only its type is looked at.
+		eps := make([]backends.Endpoint, len(specs))
+		for i, s := range specs {
+			eps[i] = backends.Endpoint{Name: s.Name, Ports: make([]int, max(s.Ports, 1))}
+		}
+		svc := b.Control(eps)
+		if _, ok := svc.(nemesis.LeaderFinder); ok {
+			t.Offers = append(t.Offers, nemesis.CapLeader)
+		}
+		if _, ok := svc.(nemesis.FailoverService); ok {
+			t.Offers = append(t.Offers, nemesis.CapFailover)
+		}
+	}
+	return t
+}

@@ -1,0 +1,234 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fault is one fault, declared: its name as the CLI spells it, what it does,
+// the params it reads, what it needs of the running test, and how it is
+// injected. Faults register themselves from their own file's init, so a new
+// fault is one file.
+type Fault struct {
+	Name string
+	Help string
+	// Params are the run params (--skew, --restart-delay, ...) it reads;
+	// Settings parses and checks them all once, when the run is configured.
+	Params []string
+	// Needs are the capabilities the running test must offer; Validate
+	// refuses the fault, before anything starts, on a topology without
+	// them.
+	Needs []Capability
+	// Inject injects the fault once and heals it before returning (unless
+	// healing is someone else's job: a killed client is restarted by the
+	// harness). Its Landing says whether the fault created the moment it
+	// exists for; an error is a fault that could not be injected at all.
+	Inject func(ctx context.Context, env *Env) (Landing, error)
+}
+
+// Landing says whether a fault met its precondition (the moment it exists
+// to create: a second grant while the first lease is live, a holder stopped
+// past its TTL, ...) and, either way, what happened.
+type Landing struct {
+	Landed bool
+	Why    string
+}
+
+func landed(format string, a ...any) Landing {
+	return Landing{Landed: true, Why: fmt.Sprintf(format, a...)}
+}
+
+func missed(format string, a ...any) Landing {
+	return Landing{Why: fmt.Sprintf(format, a...)}
+}
+
+// Capability is something a fault needs of the running test.
+type Capability string
+
+// Capabilities a topology can offer.
+const (
+	// CapRestart: every node can be killed and started again on its ports
+	// (Restarter).
+	CapRestart Capability = "restart"
+	// CapClock: at least one node runs under a faked wall clock (Clock).
+	CapClock Capability = "clock"
+	// CapAllClocks: every node does, so any node of a majority can forget.
+	CapAllClocks Capability = "all-clocks"
+	// CapMajority: at least three nodes, so that a minority can be stopped
+	// and a bare majority remains.
+	CapMajority Capability = "majority"
+	// CapPartition: a node can be cut off the network (Partitioner).
+	CapPartition Capability = "partition"
+	// CapLeader: the service names the node leading it (LeaderFinder).
+	CapLeader Capability = "leader"
+	// CapFailover: the service fails over by itself (FailoverService).
+	CapFailover Capability = "failover"
+)
+
+// capabilityText says what a capability is, for the refusal of a fault
+// that needs it.
+var capabilityText = map[Capability]string{
+	CapRestart:   "nodes that can be killed and started again",
+	CapClock:     "a node under a faked clock (libfaketime)",
+	CapAllClocks: "every node under a faked clock (libfaketime)",
+	CapMajority:  "at least three nodes, so that a bare majority remains when a minority stops",
+	CapPartition: "nodes that can be cut off the network (--runtime docker)",
+	CapLeader:    "a service that names its leader",
+	CapFailover:  "a service that fails over by itself",
+}
+
+// Topology is what a run will offer the nemesis, known before anything
+// starts: the harness derives it from the backend's node specs, its control
+// handle and the runtime.
+type Topology struct {
+	Backend string // as --backend names it
+	Runtime string // process or docker
+	// Nodes and ClockNodes count the service's nodes and those under a
+	// faked clock.
+	Nodes, ClockNodes int
+	Offers            []Capability
+}
+
+// Offer reports whether the topology offers c.
+func (t Topology) Offer(c Capability) bool { return slices.Contains(t.Offers, c) }
+
+// UnavailableError refuses a fault on a topology that lacks what it needs.
+type UnavailableError struct {
+	Fault string
+	Need  Capability
+	Top   Topology
+	// OfferedBy names the backends (under this runtime) that offer Need,
+	// when the caller knows them.
+	OfferedBy []string
+}
+
+func (e *UnavailableError) Error() string {
+	msg := fmt.Sprintf("--nemesis %s needs %s; backend %s under --runtime %s has none", e.Fault, capabilityText[e.Need], e.Top.Backend, e.Top.Runtime)
+	if len(e.OfferedBy) > 0 {
+		msg += " (backends that have it: " + strings.Join(e.OfferedBy, ", ") + ")"
+	}
+	return msg
+}
+
+// Validate checks, before a run starts, that every fault exists, that its
+// params are valid and that the topology offers what it needs. run, compare
+// and scenario all call it.
+func Validate(faults []string, params map[string]string, top Topology) error {
+	s, err := ParseSettings(params)
+	if err != nil {
+		return err
+	}
+	for _, name := range faults {
+		f, ok := registry[name]
+		if !ok {
+			return fmt.Errorf("unknown nemesis %q (choose none or a comma-separated list of: %s)", name, strings.Join(Names(), ", "))
+		}
+		for _, need := range f.Needs {
+			if !top.Offer(need) {
+				return &UnavailableError{Fault: name, Need: need, Top: top}
+			}
+		}
+		if name == "clock-skew" {
+			if minority := (top.ClockNodes - 1) / 2; s.Clock.Nodes > minority {
+				return fmt.Errorf("--%s %d: at most %d of the %d nodes of %s is a minority", ParamSkewNodes, s.Clock.Nodes, minority, top.ClockNodes, top.Backend)
+			}
+		}
+	}
+	return nil
+}
+
+// registry holds the faults by name.
+var registry = map[string]*Fault{}
+
+// register adds a fault; each fault's file calls it from init.
+func register(f Fault) {
+	if _, dup := registry[f.Name]; dup {
+		panic("nemesis: fault registered twice: " + f.Name)
+	}
+	registry[f.Name] = &f
+}
+
+// Lookup finds a fault by name.
+func Lookup(name string) (Fault, bool) {
+	f, ok := registry[name]
+	if !ok {
+		return Fault{}, false
+	}
+	return *f, true
+}
+
+// Names lists the faults, sorted.
+func Names() []string { return slices.Sorted(maps.Keys(registry)) }
+
+// Help explains a fault for --help; "none" is no faults.
+func Help(name string) string {
+	if name == "none" {
+		return "no faults"
+	}
+	if f, ok := registry[name]; ok {
+		return f.Help
+	}
+	return ""
+}
+
+// Parse reads a comma-separated fault list; "none" or "" is no faults.
+func Parse(s string) ([]string, error) {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || name == "none" {
+			continue
+		}
+		if _, ok := registry[name]; !ok {
+			return nil, fmt.Errorf("unknown nemesis %q (choose none or a comma-separated list of: %s)", name, strings.Join(Names(), ", "))
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// Settings are the run's fault params, parsed and checked once.
+type Settings struct {
+	Clock ClockConfig
+	// RestartDelay is how long a killed node stays down before it starts
+	// again (kill-restart, restart-pause).
+	RestartDelay time.Duration
+	// Wipe makes a restarted node come back with no data.
+	Wipe bool
+}
+
+// Params of the node faults.
+const (
+	ParamWipe         = "wipe"          // "true": a restarted node comes back empty
+	ParamRestartDelay = "restart-delay" // a Go duration between kill and start
+)
+
+// ParseSettings reads and checks the fault params; absent ones take their
+// defaults.
+func ParseSettings(params map[string]string) (Settings, error) {
+	clock, err := ClockSettings(params)
+	if err != nil {
+		return Settings{}, err
+	}
+	s := Settings{Clock: clock, Wipe: params[ParamWipe] == "true"}
+	if v := params[ParamRestartDelay]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return s, fmt.Errorf("--%s %q: want a duration of 0 or more, such as 1s", ParamRestartDelay, v)
+		}
+		s.RestartDelay = d
+	}
+	return s, nil
+}
+
+// wipeDetail is how a restart's events describe what the node kept.
+func (s Settings) wipeDetail() string {
+	if s.Wipe {
+		return "data wiped"
+	}
+	return "data kept"
+}
