@@ -123,6 +123,7 @@ func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
 // parsed history, on random histories with and without reads and writes:
 // the same verdict, counts, evidence and reasons.
 func TestDifferentialStream(t *testing.T) {
+	manyChecks(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		b := checktest.Random(rt, rapid.Bool().Draw(rt, "reads and writes"))
 		text := b.JSONL(rt)
