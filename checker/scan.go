@@ -162,27 +162,22 @@ type keptValues struct {
 const keptChunk = 1024
 
 // int copies *p, or is nil for nil.
-func (k *keptValues) int(p *int64) *int64 {
-	if p == nil {
-		return nil
-	}
-	if len(k.ints) == cap(k.ints) {
-		k.ints = make([]int64, 0, keptChunk)
-	}
-	k.ints = append(k.ints, *p)
-	return &k.ints[len(k.ints)-1]
-}
+func (k *keptValues) int(p *int64) *int64 { return keep(&k.ints, p) }
 
 // bool copies *p, or is nil for nil.
-func (k *keptValues) bool(p *bool) *bool {
+func (k *keptValues) bool(p *bool) *bool { return keep(&k.bools, p) }
+
+// keep copies *p into the current chunk of *chunk, starting a new chunk
+// when it is full (the old one stays alive through the pointers into it).
+func keep[T any](chunk *[]T, p *T) *T {
 	if p == nil {
 		return nil
 	}
-	if len(k.bools) == cap(k.bools) {
-		k.bools = make([]bool, 0, keptChunk)
+	if len(*chunk) == cap(*chunk) {
+		*chunk = make([]T, 0, keptChunk)
 	}
-	k.bools = append(k.bools, *p)
-	return &k.bools[len(k.bools)-1]
+	*chunk = append(*chunk, *p)
+	return &(*chunk)[len(*chunk)-1]
 }
 
 // noExpiry is the expiry of a lease without a TTL while the history is

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,18 +23,13 @@ func TestStopOnAnomaly(t *testing.T) {
 	assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 	require.NotNil(t, res.FirstAnomalyMs, "a run with an anomaly says when the first came")
 	assert.False(t, res.Interrupted, "stopping at an anomaly ends the run as its time limit does")
-	h, err := history.ReadFile(dir + "/" + results.HistoryFile)
+	h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
 	require.NoError(t, err)
 	last := h.Events[len(h.Events)-1]
 	assert.Equal(t, history.NemRunEnd, last.F)
 	assert.Less(t, time.Duration(last.Time-h.Events[0].Time), 60*time.Second, "the run stopped before its time limit")
 
-	again := lockcheck("check", dir)
-	assert.Equal(t, exitInvalid, again.code, again.stderr)
-	res2, err := results.ReadResults(dir)
-	require.NoError(t, err)
-	assert.Equal(t, res.Valid, res2.Valid)
-	assert.Equal(t, res.Checks, res2.Checks)
+	res2 := assertCheckAgrees(t, dir, res, exitInvalid)
 	assert.Equal(t, res.FirstAnomalyMs, res2.FirstAnomalyMs)
 	assert.Equal(t, checker.Invalid, res2.Valid)
 }
