@@ -63,7 +63,7 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 	if noFaultLanded(r.FaultLanding) {
 		// Holds for a hand-written history that records its nemesis's
 		// landings too.
-		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(h.Header.Config)))
+		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(hd.Config)))
 	}
 	if !recorded(hd) {
 		// A history written by hand (an incident's account) tells what
