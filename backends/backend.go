@@ -134,6 +134,9 @@ type Image struct {
 	// Programs are host executables copied in under their names, with every
 	// library they load.
 	Programs []Program
+	// Trees are host directories copied in whole at their own paths, for a
+	// server that needs more than an executable (a JVM and its jars).
+	Trees []Tree
 	// Self, if set, copies the lockcheck executable in under this name:
 	// a node that is lockcheck itself (an etcd member).
 	Self string
@@ -144,6 +147,16 @@ type Image struct {
 	// FakeClock puts libfaketime into the image, so that clock faults can
 	// move the clock of a node in a container too.
 	FakeClock bool
+}
+
+// Tree is a host directory an image holds. The symlinks on the way to it
+// and in it are kept; a symlink in it to a file outside every tree of the
+// image becomes a copy of that file. The executables and shared objects in
+// it come with every library they load.
+type Tree struct {
+	Path string
+	// Package is the Debian package that installs it.
+	Package string
 }
 
 // Param is the run parameter (and the flag of run) that names the image
