@@ -83,6 +83,10 @@ type Result struct {
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 	// FaultLanding counts the nemesis steps and those whose fault landed.
 	FaultLanding FaultLanding `json:"fault_landing"`
+	// FirstAnomalyMs is the time from the start of the history (its
+	// first event) to the earliest evidence of a failed check, in ms; nil
+	// when no check failed.
+	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
 }
 
 // Truncated says, per input file, whether its last line was cut off

@@ -53,6 +53,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// OnProgress, if set, is called about once a second.
 	OnProgress func(Progress)
+	// Stop, if set, ends the workload when it is closed, as the time
+	// limit does: clients stop, faults heal, the run is not interrupted
+	// (--stop-on-anomaly).
+	Stop <-chan struct{}
 
 	// createLog creates the history and the resource log; nil creates the
 	// file. Tests give a writer that fails as a full disk does.
@@ -61,6 +65,8 @@ type Config struct {
 
 // Progress is a live view of a run.
 type Progress struct {
+	// Dir is the run directory, whose history is being written.
+	Dir            string
 	Elapsed, Limit time.Duration
 	Grants         int64
 	Faults         int64
@@ -525,9 +531,11 @@ func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
 			return false
 		case <-limit.C:
 			return true
+		case <-f.cfg.Stop:
+			return true
 		case <-tick.C:
 			if f.cfg.OnProgress != nil {
-				f.cfg.OnProgress(Progress{Elapsed: time.Since(start), Limit: f.cfg.Limit, Grants: f.grants.Load(), Faults: f.faults.Load()})
+				f.cfg.OnProgress(Progress{Dir: f.dir, Elapsed: time.Since(start), Limit: f.cfg.Limit, Grants: f.grants.Load(), Faults: f.faults.Load()})
 			}
 		}
 	}

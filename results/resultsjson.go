@@ -47,6 +47,11 @@ type Results struct {
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 	// FaultLanding counts the nemesis steps and those whose fault landed.
 	FaultLanding checker.FaultLanding `json:"fault_landing"`
+
+	// FirstAnomalyMs is the time from the start of the run (its first
+	// event) to the earliest evidence of a failed check, in ms; null when
+	// no check failed. Present in every results.json.
+	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -73,6 +78,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Incomplete:     res.Incomplete,
 		UnknownReasons: res.UnknownReasons,
 		FaultLanding:   res.FaultLanding,
+		FirstAnomalyMs: res.FirstAnomalyMs,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

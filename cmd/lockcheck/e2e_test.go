@@ -100,13 +100,21 @@ func TestUnfencedPausedHolderLosesUpdates(t *testing.T) {
 	assert.GreaterOrEqual(t, c.Resource.LostUpdates, 1)
 	assert.Zero(t, c.LeaseSafety.Violations, "a paused client does not make the service break its promise")
 
-	// check reproduces the verdict and the counts from the stored history.
+	assertCheckAgrees(t, dir, res, exitInvalid)
+}
+
+// assertCheckAgrees checks that lockcheck check of a run directory exits
+// with exit and reproduces the run's verdict and counts from the stored
+// history; it returns the results the check wrote.
+func assertCheckAgrees(t *testing.T, dir string, res *results.Results, exit int) *results.Results {
+	t.Helper()
 	again := lockcheck("check", dir)
-	assert.Equal(t, exitInvalid, again.code, again.stderr)
+	assert.Equal(t, exit, again.code, again.stderr)
 	res2, err := results.ReadResults(dir)
 	require.NoError(t, err)
 	assert.Equal(t, res.Valid, res2.Valid)
 	assert.Equal(t, res.Checks, res2.Checks)
+	return res2
 }
 
 func TestFencedPausedHolderIsRefused(t *testing.T) {

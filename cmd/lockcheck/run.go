@@ -36,6 +36,8 @@ type runFlags struct {
 	think, out                                       string
 	clients, keys                                    int
 	seed                                             int64
+	// stopOnAnomaly ends the run at the first anomaly the online check finds.
+	stopOnAnomaly bool
 	// programs are the server executables the user chose (--<program>).
 	programs catalog.Programs
 	// changed reports whether the user gave a flag.
@@ -93,6 +95,7 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.DurationVar(&f.retry, "retry", 10*time.Millisecond, "pause of a client after the lock was refused to it")
 	fl.DurationVar(&f.opTimeout, "op-timeout", time.Second, "time limit of each operation; one that runs out has an unknown outcome")
 	fl.DurationVar(&f.linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
+	fl.BoolVar(&f.stopOnAnomaly, "stop-on-anomaly", false, "end the run (healing every fault, as at the time limit) within a second of the first anomaly the online check finds; the verdict is still the check of the whole recorded history")
 	fl.IntVar(&f.clients, "clients", 5, "number of client processes")
 	fl.IntVar(&f.keys, "keys", 1, "number of lock keys the clients contend for")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
@@ -184,11 +187,16 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 	stdout := cmd.OutOrStdout()
 	fmt.Fprintf(stdout, "lockcheck: %s/%s, %s workload, nemesis %s, seed %d, %s\n",
 		f.backend, cfg.Run.Variant, f.workload, orNone(faults), f.seed, f.limit)
-	cfg.OnProgress = progressReporter(cmd.ErrOrStderr(), "")
+	opts := checker.Options{LinearizabilityTimeout: f.linTimeout}
+	online := newOnlineCheck(opts, cfg.Run.Fenced(), f.stopOnAnomaly)
+	go online.follow()
+	defer online.close()
+	cfg.OnProgress = online.progress(progressLine(cmd.ErrOrStderr(), ""))
+	cfg.Stop = online.stop
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out, v, err := runAndCheck(ctx, cfg, checker.Options{LinearizabilityTimeout: f.linTimeout}, stdout, cmd.ErrOrStderr())
+	out, v, err := runAndCheck(ctx, cfg, opts, stdout, cmd.ErrOrStderr())
 	switch {
 	case err != nil:
 		return err
@@ -300,22 +308,32 @@ func orNone(faults []string) string {
 // every few seconds otherwise. label, if set, says which run of several
 // this is (compare's cell).
 func progressReporter(w io.Writer, label string) func(harness.Progress) {
+	line := progressLine(w, label)
+	return func(p harness.Progress) { line(p, "") }
+}
+
+// progressLine is progressReporter with a last part, extra, that the
+// caller supplies each time (the online check's anomalies).
+func progressLine(w io.Writer, label string) func(harness.Progress, string) {
 	f, ok := w.(*os.File)
 	tty := ok && isTerminal(f)
 	if label != "" {
 		label += "  "
 	}
-	return func(p harness.Progress) {
+	return func(p harness.Progress, extra string) {
+		if extra != "" {
+			extra = ", " + extra
+		}
 		rate := 0.0
 		if s := p.Elapsed.Seconds(); s > 0 {
 			rate = float64(p.Grants) / s
 		}
 		if tty {
-			fmt.Fprintf(w, "\r  %s%4.0fs / %.0fs   grants %d (%.0f/s)   faults %d ", label, p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults)
+			fmt.Fprintf(w, "\r  %s%4.0fs / %.0fs   grants %d (%.0f/s)   faults %d%s ", label, p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults, extra)
 			return
 		}
 		if int(p.Elapsed.Round(time.Second).Seconds())%5 == 0 {
-			fmt.Fprintf(w, "progress: %s%s / %s, grants %d (%.0f/s), faults %d\n", label, p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults)
+			fmt.Fprintf(w, "progress: %s%s / %s, grants %d (%.0f/s), faults %d%s\n", label, p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults, extra)
 		}
 	}
 }
