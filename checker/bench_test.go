@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -206,6 +207,51 @@ func TestGeneratedHistory(t *testing.T) {
 	assert.True(t, c.Fencing.Checked)
 	assert.InDelta(t, genTTLms, c.Liveness.LongestStallMs, 5, "nobody gets the lock while the paused holder's lease lives")
 }
+
+func TestCheckFileEqualsCheck(t *testing.T) {
+	hp, rp, _ := generate(t, t.TempDir(), 60_000, 3)
+	log, err := history.ReadResourceLog(rp)
+	require.NoError(t, err)
+	streamed, err := CheckFile(hp, log, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, readAndCheck(t, hp, rp), streamed)
+}
+
+// TestWriteBenchHistory writes a generated history of
+// LOCKCHECK_BENCH_EVENTS events (10 pauses) and its resource log into
+// LOCKCHECK_BENCH_DIR, for measuring checkers side by side in their own
+// processes (peak RSS with /usr/bin/time -v); skipped unless both are set.
+func TestWriteBenchHistory(t *testing.T) {
+	dir, n := os.Getenv("LOCKCHECK_BENCH_DIR"), os.Getenv("LOCKCHECK_BENCH_EVENTS")
+	if dir == "" || n == "" {
+		t.Skip("set LOCKCHECK_BENCH_DIR and LOCKCHECK_BENCH_EVENTS")
+	}
+	events, err := strconv.Atoi(n)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	generate(t, dir, events, 10)
+}
+
+// benchmarkCheckFile streams and checks a generated history of n events.
+func benchmarkCheckFile(b *testing.B, n int) {
+	hp, rp, pauses := generate(b, b.TempDir(), n, 10)
+	b.ResetTimer()
+	for b.Loop() {
+		log, err := history.ReadResourceLog(rp)
+		require.NoError(b, err)
+		r, err := CheckFile(hp, log, Options{})
+		require.NoError(b, err)
+		if r.Valid != Valid || r.Checks.Resource.StaleWritesRefused != pauses {
+			b.Fatalf("verdict %s: %s", r.Valid, r.Reason)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkCheckFile1M and BenchmarkCheckFile10M check generated histories
+// as `lockcheck check` does, streaming.
+func BenchmarkCheckFile1M(b *testing.B)  { benchmarkCheckFile(b, 1_000_000) }
+func BenchmarkCheckFile10M(b *testing.B) { benchmarkCheckFile(b, 10_000_000) }
 
 // BenchmarkCheck1M reads and checks a million-event single-key history of
 // eight clients with a few pauses, as `lockcheck check` would.

@@ -45,14 +45,19 @@ func (o Options) withDefaults() Options {
 // judges the writes as the clients saw them.
 func Check(h *history.History, resource []history.ResourceEntry, opts Options) *Result {
 	opts = opts.withDefaults()
-	f := scan(h, opts.ClockAllowance)
+	return checkScanned(h.Header, h.Truncated, scan(h, opts.ClockAllowance), resource, opts)
+}
+
+// checkScanned runs the checks on the facts of a scanned history with
+// header hd; truncated says its last line was cut off.
+func checkScanned(hd history.Header, truncated bool, f *facts, resource []history.ResourceEntry, opts Options) *Result {
 	outcomes := newOutcomes(resource)
 	source, unjudged := SourceResourceLog, 0
 	if resource == nil {
 		resource, unjudged = entriesFromHistory(f.keys)
 		source = SourceHistory
 	}
-	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: h.Truncated}}
+	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: truncated}}
 	r.Checks = Checks{
 		LeaseSafety:     checkLeaseSafety(f.keys, f.faults),
 		DoubleOwnership: checkDoubleOwnership(f.keys, f.faults, outcomes),
@@ -62,13 +67,14 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 		Liveness:        checkLiveness(f),
 	}
 	r.Checks.Resource.withUnjudged(unjudged)
-	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(h)
-	r.FaultLanding = faultLanding(f.nemesis, r.Faults, h.Header.Config)
-	fenced := h.Header.Config.Fenced()
-	r.Valid = verdict(h, r, fenced)
+	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
+	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
+	fenced := hd.Config.Guarded()
+	r.Valid = verdict(hd, f, r, fenced)
 	r.Reason = explain(r, fenced)
-	r.UnknownReasons = runUnknownReasons(h, r)
+	r.UnknownReasons = runUnknownReasons(hd, f, r)
 	r.Reason = withRunReasons(r)
+	r.FirstAnomalyMs = firstAnomalyMs(r, fenced)
 	return r
 }
 
@@ -78,7 +84,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 // unknown when a check could not finish (linearizability) or the run
 // tested too little for a pass (runUnknownReasons: interrupted, nothing
 // granted, no fault landed, ...), and true otherwise.
-func verdict(h *history.History, r *Result, fenced bool) Validity {
+func verdict(hd history.Header, f *facts, r *Result, fenced bool) Validity {
 	failed, unknown := false, false
 	for _, c := range r.Checks.List() {
 		switch c.Check.Judge(JudgeContext{Fenced: fenced, T0: r.Span.Start}).Status {
@@ -91,7 +97,7 @@ func verdict(h *history.History, r *Result, fenced bool) Validity {
 	switch {
 	case failed:
 		return Invalid
-	case unknown, len(runUnknownReasons(h, r)) > 0:
+	case unknown, len(runUnknownReasons(hd, f, r)) > 0:
 		return Unknown
 	}
 	return Valid

@@ -50,7 +50,7 @@ func TestVerdict(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good()
 			tt.change(&c)
-			assert.Equal(t, tt.verdict, verdict(wrote, &Result{Checks: c}, tt.fenced))
+			assert.Equal(t, tt.verdict, verdict(wrote.Header, scan(wrote, DefaultClockAllowance), &Result{Checks: c}, tt.fenced))
 		})
 	}
 }

@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"bytes"
 	"flag"
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/lockcheck/lockcheck/checker/checktest"
+	"github.com/lockcheck/lockcheck/history"
 )
 
 // differentialChecks is how many random histories each differential test
@@ -114,3 +117,26 @@ func TestDifferentialLinearizability(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+// TestDifferentialStream holds the streaming check (CheckStream, which
+// scans events as they are decoded and keeps none) to the check of the
+// parsed history, on random histories with and without reads and writes:
+// the same verdict, counts, evidence and reasons.
+func TestDifferentialStream(t *testing.T) {
+	manyChecks(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		b := checktest.Random(rt, rapid.Bool().Draw(rt, "reads and writes"))
+		text := b.JSONL(rt)
+		h, err := history.Read(bytes.NewReader(text))
+		if err != nil {
+			rt.Fatalf("the builder wrote a history the reader refuses: %v\n%s", err, text)
+		}
+		streamed, err := CheckStream(bytes.NewReader(text), nil, Options{})
+		if err != nil {
+			rt.Fatalf("CheckStream refused a history Read accepts: %v", err)
+		}
+		if want := Check(h, nil, Options{}); !reflect.DeepEqual(want, streamed) {
+			rt.Fatalf("streamed check differs:\nwant %+v\ngot  %+v\n%s", want, streamed, text)
+		}
+	})
+}

@@ -83,6 +83,10 @@ type Result struct {
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 	// FaultLanding counts the nemesis steps and those whose fault landed.
 	FaultLanding FaultLanding `json:"fault_landing"`
+	// FirstAnomalyMs is the time from the start of the history (its
+	// first event) to the earliest evidence of a failed check, in ms; nil
+	// when no check failed.
+	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
 }
 
 // Truncated says, per input file, whether its last line was cut off
@@ -158,6 +162,9 @@ type Grant struct {
 	TTLms   int64           `json:"ttl_ms"`
 	// Nodes granted it, for a lock won on several nodes (Redlock).
 	Nodes []string `json:"nodes,omitempty"`
+	// Session is the server session a lock without a TTL is bound to
+	// (PostgreSQL: node/backend pid); its lease ends with the session.
+	Session string `json:"session,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
 	// extends, less the clock allowance) or the invoke of a release that

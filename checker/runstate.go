@@ -15,13 +15,10 @@ import (
 // Deriving this from the history, not from the harness, is what makes a
 // run and a later `lockcheck check` of its directory agree.
 
-// runEnding reads how the run of h ended.
-func runEnding(h *history.History) (interrupted, incomplete bool, why string) {
-	for i := len(h.Events) - 1; i >= 0; i-- {
-		e := &h.Events[i]
-		if e.Process != history.Nemesis || e.F != history.NemRunEnd {
-			continue
-		}
+// runEnding reads how the run of a history ended: its header hd and the
+// last run-end event the scan saw.
+func runEnding(hd history.Header, f *facts) (interrupted, incomplete bool, why string) {
+	if e := f.lastRunEnd; e != nil {
 		detail := ""
 		if e.Value != nil {
 			detail = e.Value.Detail
@@ -31,12 +28,12 @@ func runEnding(h *history.History) (interrupted, incomplete bool, why string) {
 		}
 		return false, false, ""
 	}
-	return false, recorded(h), ""
+	return false, recorded(hd), ""
 }
 
 // recorded reports whether lockcheck run recorded h: the harness writes the
 // wall-clock start into the header, a hand-written history need not.
-func recorded(h *history.History) bool { return h.Header.Started != "" }
+func recorded(hd history.Header) bool { return hd.Started != "" }
 
 // runUnknownReasons lists why a run, whatever its checks found, tested too
 // little for a pass: it was interrupted or cut short, no client was ever
@@ -45,7 +42,7 @@ func recorded(h *history.History) bool { return h.Header.Started != "" }
 // hand-written one was not asked to test anything), or the history holds
 // no client operation at all. Each is a sentence; the verdict is unknown
 // when there is any and no safety check failed.
-func runUnknownReasons(h *history.History, r *Result) []string {
+func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 	var out []string
 	if r.Interrupted {
 		s := "The run was interrupted before its time limit"
@@ -66,9 +63,9 @@ func runUnknownReasons(h *history.History, r *Result) []string {
 	if noFaultLanded(r.FaultLanding) {
 		// Holds for a hand-written history that records its nemesis's
 		// landings too.
-		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(h.Header.Config)))
+		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(hd.Config)))
 	}
-	if !recorded(h) {
+	if !recorded(hd) {
 		// A history written by hand (an incident's account) tells what
 		// happened; it was not asked to test anything.
 		return out
@@ -76,10 +73,10 @@ func runUnknownReasons(h *history.History, r *Result) []string {
 	if l.Grants == 0 {
 		out = append(out, fmt.Sprintf("No client was ever granted the lock (%d acquires: %d refused as busy, %d refused by the service, %d with an unknown outcome), so nothing was tested.",
 			l.AcquireAttempts, l.AcquireFailed, l.AcquireRefused, l.AcquireUnknown))
-	} else if !anyWrite(h) {
+	} else if !f.anyWrite {
 		out = append(out, "No client wrote to the resource, so the lock protected nothing.")
 	}
-	if asked := askedFaults(h.Header.Config); !r.FaultLanding.Judged() && asked != "" && injected(r.Faults) == 0 {
+	if asked := askedFaults(hd.Config); !r.FaultLanding.Judged() && asked != "" && injected(r.Faults) == 0 {
 		// A history from before landing events: judged by what was injected.
 		out = append(out, fmt.Sprintf("The nemesis was asked for %s but injected no fault.", asked))
 	}
@@ -109,15 +106,6 @@ func injected(faults []Fault) int {
 		}
 	}
 	return n
-}
-
-func anyWrite(h *history.History) bool {
-	for i := range h.Events {
-		if e := &h.Events[i]; e.F == history.FWrite && e.Type == history.Invoke {
-			return true
-		}
-	}
-	return false
 }
 
 // withRunReasons adds the run's unknown reasons to the verdict's sentence:

@@ -65,6 +65,9 @@ type facts struct {
 	faults    []Fault
 	nemesis   []*history.Event
 	keys      []*keyFacts // sorted by key
+	// lastRunEnd is the last run-end event, nil when there is none.
+	lastRunEnd *history.Event
+	anyWrite   bool
 
 	acquireFailed  int
 	acquireRefused int
@@ -73,8 +76,9 @@ type facts struct {
 
 // procState follows one client process through the history.
 type procState struct {
-	invoke     *history.Event // pending invoke
-	attemptKey *keyFacts      // key of the pending acquire
+	invoke     history.Event // pending invoke, a copy: events are streamed
+	hasInvoke  bool
+	attemptKey *keyFacts // key of the pending acquire
 	attemptIdx int
 
 	// held are the leases the process holds, one per key, usually none or
@@ -143,47 +147,103 @@ type scanner struct {
 	facts     facts
 	keys      map[string]*keyFacts
 	procs     map[history.Process]*procState
+	events    int
+	kept      keptValues
+	sessions  sessionEnds
 }
+
+// keptValues holds copies of the optional numbers the scan keeps of an
+// event's value, in chunks: pointing into the decoded value would keep the
+// whole of it alive for as long as the fact.
+type keptValues struct {
+	ints  []int64
+	bools []bool
+}
+
+const keptChunk = 1024
+
+// int copies *p, or is nil for nil.
+func (k *keptValues) int(p *int64) *int64 { return keep(&k.ints, p) }
+
+// bool copies *p, or is nil for nil.
+func (k *keptValues) bool(p *bool) *bool { return keep(&k.bools, p) }
+
+// keep copies *p into the current chunk of *chunk, starting a new chunk
+// when it is full (the old one stays alive through the pointers into it).
+func keep[T any](chunk *[]T, p *T) *T {
+	if p == nil {
+		return nil
+	}
+	if len(*chunk) == cap(*chunk) {
+		*chunk = make([]T, 0, keptChunk)
+	}
+	*chunk = append(*chunk, *p)
+	return &(*chunk)[len(*chunk)-1]
+}
+
+// noExpiry is the expiry of a lease without a TTL while the history is
+// still being read: it outlives the history, whose end is not known yet.
+// finish replaces it by the end of the span + 1. It lies above every event
+// time and below never, so every comparison made with it during the scan
+// comes out as it would with the end of the span + 1.
+const noExpiry = never - 1
 
 // scan reads the history once and collects grants, acquire attempts, writes,
 // reads and faults per key.
 func scan(h *history.History, allowance func(ttlMs int64) int64) *facts {
+	s := newScanner(h.Header, allowance)
+	for i := range h.Events {
+		s.event(&h.Events[i])
+	}
+	return s.finish()
+}
+
+func newScanner(hd history.Header, allowance func(ttlMs int64) int64) *scanner {
 	s := &scanner{
-		cfg:       h.Header.Config,
+		cfg:       hd.Config,
 		allowance: allowance,
 		keys:      map[string]*keyFacts{},
 		procs:     map[history.Process]*procState{},
+		sessions:  newSessionEnds(),
 	}
-	s.facts.span = span(h)
-	for i := range h.Events {
-		e := &h.Events[i]
-		switch {
-		case e.Process == history.Nemesis:
-			s.nemesis(e)
-		case e.Type == history.Invoke:
-			s.invoke(e)
-		default:
-			s.complete(e)
+	// A history with no events is the point of its header's start.
+	s.facts.span = Interval{Start: hd.StartTime, End: hd.StartTime}
+	return s
+}
+
+// event takes the next event of the history; it keeps no pointer to e.
+func (s *scanner) event(e *history.Event) {
+	if s.events == 0 {
+		s.facts.span = Interval{Start: e.Time, End: e.Time}
+	}
+	s.events++
+	s.facts.span.Start = min(s.facts.span.Start, e.Time)
+	s.facts.span.End = max(s.facts.span.End, e.Time)
+	switch {
+	case e.Process == history.Nemesis:
+		c := *e
+		s.nemesis(&c)
+	case e.Type == history.Invoke:
+		s.invoke(e)
+	default:
+		s.complete(e)
+	}
+}
+
+// finish ends the scan at the end of the history and returns its facts.
+func (s *scanner) finish() *facts {
+	s.finishProcs()
+	end := s.facts.span.End + 1
+	for _, k := range s.keys {
+		for i := range k.grants {
+			if g := &k.grants[i]; g.CertainEnd == noExpiry {
+				g.CertainEnd = end
+			}
 		}
 	}
-	s.finish()
 	s.facts.faults = collectFaults(s.facts.nemesis, s.facts.span.End)
 	s.facts.keys = slices.SortedFunc(maps.Values(s.keys), func(a, b *keyFacts) int { return strings.Compare(a.key, b.key) })
 	return &s.facts
-}
-
-// span bounds the history by its earliest and latest event; a history with
-// no events is the point of its header's start.
-func span(h *history.History) Interval {
-	if len(h.Events) == 0 {
-		return Interval{Start: h.Header.StartTime, End: h.Header.StartTime}
-	}
-	sp := Interval{Start: h.Events[0].Time, End: h.Events[0].Time}
-	for i := range h.Events {
-		sp.Start = min(sp.Start, h.Events[i].Time)
-		sp.End = max(sp.End, h.Events[i].Time)
-	}
-	return sp
 }
 
 func (s *scanner) key(name string) *keyFacts {
@@ -206,8 +266,10 @@ func (s *scanner) proc(p history.Process) *procState {
 
 func (s *scanner) nemesis(e *history.Event) {
 	s.facts.nemesis = append(s.facts.nemesis, e)
+	s.sessions.observe(e, s.procs)
 	switch e.F {
 	case history.NemRunEnd:
+		s.facts.lastRunEnd = e
 		if !s.facts.hasRunEnd {
 			s.facts.runEnd, s.facts.hasRunEnd = e.Time, true
 		}
@@ -223,6 +285,7 @@ func (s *scanner) nemesis(e *history.Event) {
 		// A killed client believes nothing any more and tries nothing;
 		// its pending release may or may not have reached the service.
 		s.endRelease(ps)
+		endSessions(ps, e.Time)
 		s.retire(ps, e.Time)
 		if ps.attemptKey != nil {
 			ps.attemptKey.attempts[ps.attemptIdx].end = e.Time
@@ -246,7 +309,7 @@ func clientTarget(v *history.Value) (history.Process, bool) {
 
 func (s *scanner) invoke(e *history.Event) {
 	ps := s.proc(e.Process)
-	ps.invoke = e
+	ps.invoke, ps.hasInvoke = *e, true
 	switch e.F {
 	case history.FAcquire:
 		s.flushRead(ps)
@@ -271,10 +334,11 @@ func (s *scanner) invoke(e *history.Event) {
 	case history.FRead:
 		s.flushRead(ps)
 	case history.FWrite:
+		s.facts.anyWrite = true
 		k := s.key(e.Key)
 		w := writeOp{process: e.Process, index: e.Index, invoke: e.Time}
 		if v := e.Value; v != nil {
-			w.value, w.read, w.fence, w.req = v.Value, v.Read, v.Fence, v.Req
+			w.value, w.read, w.fence, w.req = s.kept.int(v.Value), s.kept.int(v.Read), s.kept.int(v.Fence), v.Req
 		}
 		if ps.hasRead && ps.readKey == k {
 			w.from, w.hasFrom = ps.read, true
@@ -289,11 +353,11 @@ func (s *scanner) invoke(e *history.Event) {
 
 func (s *scanner) complete(e *history.Event) {
 	ps := s.proc(e.Process)
-	inv := ps.invoke
-	ps.invoke = nil
-	if inv == nil {
+	if !ps.hasInvoke {
 		return // history.Read rejects this; a hand-built history may not
 	}
+	inv := &ps.invoke
+	ps.hasInvoke = false
 	switch inv.F {
 	case history.FAcquire:
 		s.completeAcquire(ps, inv, e)
@@ -317,13 +381,14 @@ func (s *scanner) complete(e *history.Event) {
 			w := &ps.writeKey.writes[ps.writeIdx]
 			w.status, w.done, w.doneIndex = e.Type, e.Time, e.Index
 			if e.Type == history.OK && e.Value != nil {
-				w.accepted, w.prev = e.Value.Accepted, e.Value.Prev
+				w.accepted, w.prev = s.kept.bool(e.Value.Accepted), s.kept.int(e.Value.Prev)
 			}
 			ps.writeKey = nil
 		}
 	}
 	if e.Type == history.Info {
 		// The process retires: it no longer believes it holds the lock.
+		endSessions(ps, inv.Time)
 		s.retire(ps, e.Time)
 	}
 }
@@ -402,10 +467,19 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence, g.Nodes = e.Value.Fence, e.Value.Nodes
+		g.Fence, g.Nodes, g.Session = s.kept.int(e.Value.Fence), e.Value.Nodes, e.Value.Session
+	}
+	if g.Session != "" {
+		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
 	}
 	k.grants = append(k.grants, g)
-	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: s.expiry(inv.Time, g.TTLms), believed: true, before: before})
+	expiry := s.expiry(inv.Time, g.TTLms)
+	if g.Session != "" {
+		// Kills of its session or node already read; later ones cut it
+		// as they come (sessionEnds.observe).
+		expiry = s.sessions.end(g.Session, inv.Time, expiry)
+	}
+	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before})
 }
 
 // holding is the index in ps.held of the lease on key, or -1.
@@ -434,7 +508,7 @@ func ttlOf(done, inv *history.Value, fallback int64) int64 {
 // expired. A lease without a TTL outlives the history.
 func (s *scanner) expiry(invoke, ttlMs int64) int64 {
 	if ttlMs <= 0 {
-		return s.facts.span.End + 1
+		return noExpiry
 	}
 	return invoke + ttlMs*1e6 - s.allowance(ttlMs)
 }
@@ -457,7 +531,7 @@ func (s *scanner) flushRead(ps *procState) {
 	}
 }
 
-func (s *scanner) finish() {
+func (s *scanner) finishProcs() {
 	for _, ps := range s.procs {
 		// A release still pending may have reached the service.
 		s.endRelease(ps)

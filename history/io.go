@@ -146,40 +146,64 @@ func ReadFile(path string) (*History, error) {
 // it, and a process whose operation completed with info never acts again.
 // A last line cut off mid-write is dropped and noted in Truncated.
 func Read(r io.Reader) (*History, error) {
-	size := 1 << 20
-	if l, ok := r.(interface{ Len() int }); ok {
-		// A history in memory (a test's) needs no buffer larger than itself.
-		size = min(size, l.Len()+1)
-	}
 	h := &History{}
-	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
-	headerRead := false
-	truncated, err := eachLine(r, size, false, func(line int, b []byte) error {
-		if !headerRead {
-			headerRead = true
-			if line != 1 {
-				return &ParseError{Line: 1, Err: errors.New("empty line where the header was expected")}
-			}
-			return decodeHeader(b, &h.Header)
-		}
-		e := Event{Index: absent, Time: absent, Process: noProcess}
-		if err := json.Unmarshal(b, &e); err != nil {
-			return notJSON{err}
-		}
-		if err := v.check(&e); err != nil {
-			return err
-		}
-		h.Events = append(h.Events, e)
+	truncated, err := Stream(r, func(hd Header) error {
+		h.Header = hd
+		return nil
+	}, func(e *Event) error {
+		h.Events = append(h.Events, *e)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	h.Truncated = truncated
-	if len(h.Events) == 0 && h.Header.Version == 0 {
-		return nil, &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
-	}
 	return h, nil
+}
+
+// Stream reads and validates a history as Read does, one line at a time:
+// header is called once with the header line, then event with each event
+// in order (valid until event returns; the streaming checker keeps none).
+// Memory stays flat whatever the length of the history. An error of a
+// callback stops the reading and is returned as the error of that line.
+func Stream(r io.Reader, header func(Header) error, event func(*Event) error) (truncated bool, err error) {
+	size := 1 << 20
+	if l, ok := r.(interface{ Len() int }); ok {
+		// A history in memory (a test's) needs no buffer larger than itself.
+		size = min(size, l.Len()+1)
+	}
+	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
+	dec := newEventDecoder()
+	headerRead := false
+	var e Event // one for all lines: event must copy what it keeps
+	truncated, err = eachLine(r, size, false, func(line int, b []byte) error {
+		if !headerRead {
+			headerRead = true
+			if line != 1 {
+				return &ParseError{Line: 1, Err: errors.New("empty line where the header was expected")}
+			}
+			var hd Header
+			if err := decodeHeader(b, &hd); err != nil {
+				return err
+			}
+			return header(hd)
+		}
+		e = Event{Index: absent, Time: absent, Process: noProcess}
+		if err := dec.decode(b, &e); err != nil {
+			return notJSON{err}
+		}
+		if err := v.check(&e); err != nil {
+			return err
+		}
+		return event(&e)
+	})
+	if err != nil {
+		return false, err
+	}
+	if !headerRead {
+		return false, &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
+	}
+	return truncated, nil
 }
 
 // notJSON marks a line that is not the JSON it should be: on a last line

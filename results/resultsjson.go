@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
 // Schema is the version of results.json this package writes. The keys of
@@ -24,7 +25,9 @@ type Results struct {
 	Workload string           `json:"workload"`
 	Nemesis  []string         `json:"nemesis"`
 	Seed     int64            `json:"seed"`
-	Checks   checker.Checks   `json:"checks"`
+	// Resource is the protected resource the run wrote: memory or postgres.
+	Resource string         `json:"resource"`
+	Checks   checker.Checks `json:"checks"`
 
 	Reason        string            `json:"reason"`
 	Config        history.RunConfig `json:"config"`
@@ -44,6 +47,11 @@ type Results struct {
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 	// FaultLanding counts the nemesis steps and those whose fault landed.
 	FaultLanding checker.FaultLanding `json:"fault_landing"`
+
+	// FirstAnomalyMs is the time from the start of the run (its first
+	// event) to the earliest evidence of a failed check, in ms; null when
+	// no check failed. Present in every results.json.
+	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -56,6 +64,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Workload:      cfg.Workload,
 		Nemesis:       cfg.Nemesis,
 		Seed:          cfg.Seed,
+		Resource:      cfg.Resource,
 		Checks:        res.Checks,
 		Reason:        res.Reason,
 		Config:        cfg,
@@ -69,8 +78,12 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Incomplete:     res.Incomplete,
 		UnknownReasons: res.UnknownReasons,
 		FaultLanding:   res.FaultLanding,
+		FirstAnomalyMs: res.FirstAnomalyMs,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
+	if r.Resource == "" {
+		r.Resource = resource.Memory
+	}
 	if r.Nemesis == nil {
 		r.Nemesis = []string{}
 	}

@@ -24,22 +24,25 @@ import (
 
 // File is one scenario as written in YAML.
 type File struct {
-	Name        string            `yaml:"name"`
-	Title       string            `yaml:"title"`
-	Source      string            `yaml:"source"`
-	Explain     string            `yaml:"explain"`
-	Backend     string            `yaml:"backend"`
-	Variant     string            `yaml:"variant"`
-	Workload    string            `yaml:"workload"`
-	FenceSource string            `yaml:"fence_source"`
-	TTL         Duration          `yaml:"ttl"`
-	Clients     int               `yaml:"clients"`
-	Think       string            `yaml:"think"`
-	Watchdog    bool              `yaml:"watchdog"`
-	TimeLimit   Duration          `yaml:"time_limit"`
-	Params      map[string]string `yaml:"params"`
-	Timeline    []Step            `yaml:"timeline"`
-	Expect      Expect            `yaml:"expect"`
+	Name        string `yaml:"name"`
+	Title       string `yaml:"title"`
+	Source      string `yaml:"source"`
+	Explain     string `yaml:"explain"`
+	Backend     string `yaml:"backend"`
+	Variant     string `yaml:"variant"`
+	Workload    string `yaml:"workload"`
+	FenceSource string `yaml:"fence_source"`
+	// Resource is the protected resource: memory (the default) or
+	// postgres, as run's --resource.
+	Resource  string            `yaml:"resource"`
+	TTL       Duration          `yaml:"ttl"`
+	Clients   int               `yaml:"clients"`
+	Think     string            `yaml:"think"`
+	Watchdog  bool              `yaml:"watchdog"`
+	TimeLimit Duration          `yaml:"time_limit"`
+	Params    map[string]string `yaml:"params"`
+	Timeline  []Step            `yaml:"timeline"`
+	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
 }

@@ -39,6 +39,7 @@ const defaultCellLimit = 15 * time.Second
 type compareFlags struct {
 	run                          runFlags
 	backends, workloads, nemesis string
+	shard                        string
 }
 
 func newCompareCmd() *cobra.Command {
@@ -80,6 +81,7 @@ cell is unknown, could not run, or the comparison was interrupted.`,
 	fl.StringVar(&f.backends, "backends", "", "backends to compare, comma-separated, each NAME or NAME/VARIANT (empty: every registered backend, its correct variant)")
 	fl.StringVar(&f.workloads, "workloads", "fenced,unfenced", "workloads, comma-separated: fenced, unfenced")
 	fl.StringVar(&f.nemesis, "nemesis", "none,"+signatureWord, "fault sets, comma-separated; join faults that run together with +, such as clock-skew+pause-nodes; "+signatureWord+" is each backend's own")
+	fl.StringVar(&f.shard, "shard", "", "run only shard I of N of the matrix (I/N, such as 2/3): the cells whose place in the matrix, counted from 0, leaves I-1 divided by N; needs --seed so that every shard plans the same matrix")
 	addRunFlags(fl, &f.run, defaultCellLimit)
 	return cmd, f
 }
@@ -189,10 +191,27 @@ func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
 	if err != nil {
 		return nil, err
 	}
+	sh, err := parseShard(f.shard)
+	if err != nil {
+		return nil, err
+	}
+	if sh.Of > 1 && f.run.seed == 0 {
+		return nil, fmt.Errorf("--shard %s needs --seed: every shard must run the matrix with the same seed", f.shard)
+	}
 	if f.run.seed == 0 {
 		f.run.seed = time.Now().UnixNano()%1_000_000 + 1
 	}
-	return planCells(cmd, f, targets, workloads, sets)
+	cells, err := planCells(cmd, f, targets, workloads, sets)
+	if err != nil {
+		return nil, err
+	}
+	var mine []cell
+	for i, c := range cells {
+		if sh.owns(i) {
+			mine = append(mine, c)
+		}
+	}
+	return mine, nil
 }
 
 func runCompare(cmd *cobra.Command, f *compareFlags) error {

@@ -25,15 +25,19 @@ import (
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/workloads"
+	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
 type runFlags struct {
 	backend, variant, workload, nemesis, fenceSource string
+	resource                                         string
 	ttl, limit, pause, interval, retry, opTimeout    time.Duration
 	linTimeout                                       time.Duration
 	think, out                                       string
 	clients, keys                                    int
 	seed                                             int64
+	// stopOnAnomaly ends the run at the first anomaly the online check finds.
+	stopOnAnomaly bool
 	// programs are the server executables the user chose (--<program>).
 	programs catalog.Programs
 	// changed reports whether the user gave a flag.
@@ -82,6 +86,7 @@ could not be done.`,
 // --time-limit.
 func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own: INCR for the Redis backends, unsafe for Redlock, whose nodes forget), resource (after each grant the client draws the next number of the resource's own strictly increasing sequence: safe with every backend) or none")
+	fl.StringVar(&f.resource, "resource", resource.Memory, "the protected resource: memory (lockcheck's own in-memory store, exact ground truth) or postgres (a row of a real PostgreSQL database started as node pg-0: the fenced write is UPDATE ... WHERE fence_token < $fence, and an audit table written in the same transaction is the ground truth)")
 	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock")
 	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs")
 	fl.DurationVar(&f.pause, "pause", 0, "how long a pause fault lasts (0: twice the TTL, so a paused holder outlives its lease)")
@@ -90,6 +95,7 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.DurationVar(&f.retry, "retry", 10*time.Millisecond, "pause of a client after the lock was refused to it")
 	fl.DurationVar(&f.opTimeout, "op-timeout", time.Second, "time limit of each operation; one that runs out has an unknown outcome")
 	fl.DurationVar(&f.linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
+	fl.BoolVar(&f.stopOnAnomaly, "stop-on-anomaly", false, "end the run (healing every fault, as at the time limit) within a second of the first anomaly the online check finds; the verdict is still the check of the whole recorded history")
 	fl.IntVar(&f.clients, "clients", 5, "number of client processes")
 	fl.IntVar(&f.keys, "keys", 1, "number of lock keys the clients contend for")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
@@ -181,11 +187,16 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 	stdout := cmd.OutOrStdout()
 	fmt.Fprintf(stdout, "lockcheck: %s/%s, %s workload, nemesis %s, seed %d, %s\n",
 		f.backend, cfg.Run.Variant, f.workload, orNone(faults), f.seed, f.limit)
-	cfg.OnProgress = progressReporter(cmd.ErrOrStderr(), "")
+	opts := checker.Options{LinearizabilityTimeout: f.linTimeout}
+	online := newOnlineCheck(opts, cfg.Run.Fenced(), f.stopOnAnomaly)
+	go online.follow()
+	defer online.close()
+	cfg.OnProgress = online.progress(progressLine(cmd.ErrOrStderr(), ""))
+	cfg.Stop = online.stop
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out, v, err := runAndCheck(ctx, cfg, checker.Options{LinearizabilityTimeout: f.linTimeout}, stdout, cmd.ErrOrStderr())
+	out, v, err := runAndCheck(ctx, cfg, opts, stdout, cmd.ErrOrStderr())
 	switch {
 	case err != nil:
 		return err
@@ -224,7 +235,7 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	}
 	cfg := harness.Config{
 		Run: history.RunConfig{
-			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource,
+			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource, Resource: f.resource,
 			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, TTLms: f.ttl.Milliseconds(),
 			TimeLimitMs: f.limit.Milliseconds(), PauseMs: f.pause.Milliseconds(),
 			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: commandLine,
@@ -297,22 +308,32 @@ func orNone(faults []string) string {
 // every few seconds otherwise. label, if set, says which run of several
 // this is (compare's cell).
 func progressReporter(w io.Writer, label string) func(harness.Progress) {
+	line := progressLine(w, label)
+	return func(p harness.Progress) { line(p, "") }
+}
+
+// progressLine is progressReporter with a last part, extra, that the
+// caller supplies each time (the online check's anomalies).
+func progressLine(w io.Writer, label string) func(harness.Progress, string) {
 	f, ok := w.(*os.File)
 	tty := ok && isTerminal(f)
 	if label != "" {
 		label += "  "
 	}
-	return func(p harness.Progress) {
+	return func(p harness.Progress, extra string) {
+		if extra != "" {
+			extra = ", " + extra
+		}
 		rate := 0.0
 		if s := p.Elapsed.Seconds(); s > 0 {
 			rate = float64(p.Grants) / s
 		}
 		if tty {
-			fmt.Fprintf(w, "\r  %s%4.0fs / %.0fs   grants %d (%.0f/s)   faults %d ", label, p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults)
+			fmt.Fprintf(w, "\r  %s%4.0fs / %.0fs   grants %d (%.0f/s)   faults %d%s ", label, p.Elapsed.Seconds(), p.Limit.Seconds(), p.Grants, rate, p.Faults, extra)
 			return
 		}
 		if int(p.Elapsed.Round(time.Second).Seconds())%5 == 0 {
-			fmt.Fprintf(w, "progress: %s%s / %s, grants %d (%.0f/s), faults %d\n", label, p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults)
+			fmt.Fprintf(w, "progress: %s%s / %s, grants %d (%.0f/s), faults %d%s\n", label, p.Elapsed.Round(time.Second), p.Limit, p.Grants, rate, p.Faults, extra)
 		}
 	}
 }

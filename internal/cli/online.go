@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// onlinePoll is the pause between two online checks. A check of the
+// history so far plus this pause is how late --stop-on-anomaly may be.
+const onlinePoll = 200 * time.Millisecond
+
+// onlineCheck follows a run as it is recorded: it checks the history
+// written so far (the same checker as lockcheck check, streaming the file,
+// a line cut mid-write dropped), keeps the anomalies found by check for the
+// progress line, and closes stop at the first anomaly when asked to.
+//
+// Each check reads the history from its start: the run's final verdict is
+// the ordinary check of the whole directory, so it equals lockcheck check
+// of it; the online check only decides when to stop and what to show.
+type onlineCheck struct {
+	opts          checker.Options
+	fenced        bool
+	stopOnAnomaly bool
+	stop          chan struct{}
+	done          chan struct{}
+
+	mu        sync.Mutex
+	dir       string
+	anomalies []checker.CheckAnomalies
+	stopped   bool
+}
+
+func newOnlineCheck(opts checker.Options, fenced, stopOnAnomaly bool) *onlineCheck {
+	// An online check must come round again soon; the final check has the
+	// full linearizability timeout.
+	opts.LinearizabilityTimeout = min(opts.LinearizabilityTimeout, time.Second)
+	return &onlineCheck{opts: opts, fenced: fenced, stopOnAnomaly: stopOnAnomaly, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// follow checks the run directory the progress reports name until close.
+func (o *onlineCheck) follow() {
+	for {
+		select {
+		case <-o.done:
+			return
+		case <-time.After(onlinePoll):
+		}
+		o.mu.Lock()
+		dir := o.dir
+		o.mu.Unlock()
+		if dir == "" {
+			continue
+		}
+		res, err := checkRecorded(dir, o.opts)
+		if err != nil {
+			continue // a history being written that the model refuses is reported by the final check
+		}
+		found := checker.AnomaliesByCheck(res, o.fenced)
+		o.mu.Lock()
+		o.anomalies = found
+		if len(found) > 0 && o.stopOnAnomaly && !o.stopped {
+			o.stopped = true
+			close(o.stop)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// close ends follow.
+func (o *onlineCheck) close() { close(o.done) }
+
+// progress wraps a progress reporter: it learns the run directory from the
+// progress and adds the anomalies found so far to the line.
+func (o *onlineCheck) progress(report func(harness.Progress, string)) func(harness.Progress) {
+	return func(p harness.Progress) {
+		o.mu.Lock()
+		o.dir = p.Dir
+		found := o.anomalies
+		o.mu.Unlock()
+		report(p, anomalyLine(found))
+	}
+}
+
+// anomalyLine names the anomalies found so far by check:
+// "anomalies: lease_safety 2, resource 1", or "anomalies 0".
+func anomalyLine(found []checker.CheckAnomalies) string {
+	if len(found) == 0 {
+		return "anomalies 0"
+	}
+	parts := make([]string, len(found))
+	for i, a := range found {
+		parts[i] = fmt.Sprintf("%s %d", a.Key, a.Count)
+	}
+	return "anomalies: " + strings.Join(parts, ", ")
+}
+
+// checkRecorded checks the history and resource log of dir as far as they
+// are written.
+func checkRecorded(dir string, opts checker.Options) (*checker.Result, error) {
+	var entries []history.ResourceEntry
+	rl, err := history.ReadResource(filepath.Join(dir, results.ResourceFile))
+	switch {
+	case err == nil:
+		entries = rl.Entries
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	return checker.CheckFile(filepath.Join(dir, results.HistoryFile), entries, opts)
+}
