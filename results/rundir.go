@@ -24,6 +24,9 @@ const (
 	// LinearizabilityFile is porcupine's visualization of a linearizability
 	// failure, beside the report that links it.
 	LinearizabilityFile = "linearizability.html"
+	// ReproFile is the scenario that reproduces a run that ended false
+	// (package scenario/repro writes it), beside the report that links it.
+	ReproFile = "repro.yaml"
 	LogsDir             = "logs"
 	// LatestLink is the symlink in the output folder that names the newest run.
 	LatestLink = "latest"

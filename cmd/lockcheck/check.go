@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -8,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/scenario/repro"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -46,7 +49,25 @@ func checkDir(dir string, opts checker.Options, w io.Writer) (checker.Validity, 
 		return checker.Unknown, err
 	}
 	results.Summary(w, dir, h, res)
+	if err := writeRepro(dir, h, res, w); err != nil {
+		return res.Valid, err
+	}
 	return res.Valid, nil
+}
+
+// writeRepro leaves the scenario that reproduces a run that ended false in
+// its directory, rewrites the report to link it and prints the command
+// that reruns it.
+func writeRepro(dir string, h *history.History, res *checker.Result, w io.Writer) error {
+	path, err := repro.Write(dir, h, res)
+	if err != nil || path == "" {
+		return err
+	}
+	if err := results.WriteAll(dir, h, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "repro: %s\n", results.ReproCommand(path))
+	return nil
 }
 
 func verdictExit(v checker.Validity) error {
