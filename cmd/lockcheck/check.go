@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -48,26 +47,22 @@ func checkDir(dir string, opts checker.Options, w io.Writer) (checker.Validity, 
 	if err != nil {
 		return checker.Unknown, err
 	}
-	results.Summary(w, dir, h, res)
-	if err := writeRepro(dir, h, res, w); err != nil {
+	if err := writeRepro(dir, h, res); err != nil {
 		return res.Valid, err
 	}
+	results.Summary(w, dir, h, res)
 	return res.Valid, nil
 }
 
 // writeRepro leaves the scenario that reproduces a run that ended false in
-// its directory, rewrites the report to link it and prints the command
-// that reruns it.
-func writeRepro(dir string, h *history.History, res *checker.Result, w io.Writer) error {
+// its directory and rewrites the report to link it (the summary prints the
+// command that reruns it).
+func writeRepro(dir string, h *history.History, res *checker.Result) error {
 	path, err := repro.Write(dir, h, res)
 	if err != nil || path == "" {
 		return err
 	}
-	if err := results.WriteAll(dir, h, res); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "repro: %s\n", results.ReproCommand(path))
-	return nil
+	return results.WriteAll(dir, h, res)
 }
 
 func verdictExit(v checker.Validity) error {

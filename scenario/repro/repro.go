@@ -63,7 +63,7 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 	cfg := h.Header.Config
 	f := &scenario.File{
 		Name:        "repro-" + name,
-		Title:       fmt.Sprintf("Reproduction of run %s (%s)", name, strings.Join(failedChecks(cfg, res), ", ")),
+		Title:       fmt.Sprintf("Reproduction of run %s (%s)", name, strings.Join(FailedChecks(cfg.Fenced(), &res.Checks), ", ")),
 		Source:      strings.Join(cfg.CommandLine, " "),
 		Backend:     cfg.Backend,
 		Variant:     cfg.Variant,
@@ -74,17 +74,18 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 		Think:       cfg.Think,
 		TimeLimit:   scenario.Duration(time.Duration(cfg.TimeLimitMs) * time.Millisecond),
 		Params:      cfg.Params,
-		Expect:      scenario.Expect{Verdict: "false", Fail: failedChecks(cfg, res)},
+		Expect:      scenario.Expect{Verdict: "false", Fail: FailedChecks(cfg.Fenced(), &res.Checks)},
 	}
 	f.Timeline = timeline(h, res, steps(h, res))
 	return f
 }
 
-// failedChecks names the checks whose status is failed, as they decide it.
-func failedChecks(cfg history.RunConfig, res *checker.Result) []string {
+// FailedChecks names the checks whose status is failed, as each decides
+// it; fenced says whether the resource checked fences.
+func FailedChecks(fenced bool, checks *checker.Checks) []string {
 	var out []string
-	for _, c := range res.Checks.List() {
-		if c.Check.Judge(checker.JudgeContext{Fenced: cfg.Fenced(), T0: res.Span.Start}).Status == checker.StatusFailed {
+	for _, c := range checks.List() {
+		if c.Check.Judge(checker.JudgeContext{Fenced: fenced}).Status == checker.StatusFailed {
 			out = append(out, c.Key)
 		}
 	}
