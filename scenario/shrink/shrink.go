@@ -60,6 +60,8 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 	for changed := true; changed && !s.stopped(); {
 		changed = s.dropSteps()
 		changed = s.shortenSteps() || changed
+		changed = s.earlierSteps() || changed
+		changed = s.renumberClients() || changed
 		changed = s.fewerClients() || changed
 		changed = s.shorterLimit() || changed
 	}
@@ -180,6 +182,61 @@ func (s *search) shortenSteps() bool {
 	return changed
 }
 
+// earlierSteps halves when each step may start, so that a shorter time
+// limit can hold it (a step aimed at a moment still waits for it).
+func (s *search) earlierSteps() bool {
+	changed := false
+	for i := 0; i < len(s.best.Timeline) && !s.stopped(); i++ {
+		for s.best.Timeline[i].At >= scenario.Duration(200*time.Millisecond) && !s.stopped() {
+			c := clone(s.best)
+			c.Timeline[i].At = roundMs(c.Timeline[i].At / 2)
+			if !s.try(fmt.Sprintf("start step %d at %s", i+1, c.Timeline[i].At.D()), c) {
+				break
+			}
+			changed = true
+		}
+	}
+	return changed
+}
+
+// renumberClients names the timeline's clients c0, c1, ... in the order
+// they appear: clients are alike, and a timeline that names c3 alone needs
+// four of them where it could need one.
+func (s *search) renumberClients() bool {
+	names := map[string]string{}
+	rename := func(n string) string {
+		if !isClient(n) {
+			return n
+		}
+		if _, ok := names[n]; !ok {
+			names[n] = fmt.Sprintf("c%d", len(names))
+		}
+		return names[n]
+	}
+	c := clone(s.best)
+	same := true
+	for i, st := range c.Timeline {
+		c.Timeline[i].Target = rename(st.Target)
+		if st.When != nil {
+			w := *st.When
+			w.Client = rename(w.Client)
+			c.Timeline[i].When = &w
+		}
+		same = same && c.Timeline[i].Target == st.Target && whenClient(c.Timeline[i]) == whenClient(st)
+	}
+	if same {
+		return false
+	}
+	return s.try("rename the clients c0, c1, ... in order", c)
+}
+
+// isClient tells a client's name (c3) from a node's.
+func isClient(name string) bool {
+	var i int
+	n, err := fmt.Sscanf(name, "c%d", &i)
+	return err == nil && n == 1 && fmt.Sprintf("c%d", i) == name
+}
+
 // fewerClients removes clients down to the fewest the timeline names.
 func (s *search) fewerClients() bool {
 	changed := false
@@ -201,8 +258,9 @@ func minClients(f *scenario.File) int {
 	for _, st := range f.Timeline {
 		for _, name := range []string{st.Target, whenClient(st)} {
 			var i int
-			if _, err := fmt.Sscanf(name, "c%d", &i); err == nil && i+1 > n {
-				n = i + 1
+			if isClient(name) {
+				fmt.Sscanf(name, "c%d", &i) //nolint:errcheck // isClient read it
+				n = max(n, i+1)
 			}
 		}
 	}

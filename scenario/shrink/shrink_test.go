@@ -37,7 +37,7 @@ func busy(t *testing.T) *scenario.File {
 // at least two clients and time after it to write.
 func breaks(f *scenario.File) bool {
 	for _, s := range f.Timeline {
-		if s.Target == "c1" && s.For.D() > 600*time.Millisecond && f.Clients >= 2 && f.TimeLimit > s.At+s.For {
+		if (s.Target == "c1" || s.Target == "c0" && len(f.Timeline) == 1) && s.For.D() > 600*time.Millisecond && f.Clients >= 2 && f.TimeLimit > s.At+s.For {
 			return true
 		}
 	}
@@ -55,11 +55,12 @@ func TestShrinkFindsTheOneStep(t *testing.T) {
 	require.NoError(t, err)
 	m := out.Minimal
 	require.Len(t, m.Timeline, 1, log.String())
-	assert.Equal(t, "c1", m.Timeline[0].Target)
+	assert.Equal(t, "c0", m.Timeline[0].Target, "c1 alone is renamed c0")
 	assert.Greater(t, m.Timeline[0].For.D(), 600*time.Millisecond, "a shorter pause no longer breaks the lock")
 	assert.LessOrEqual(t, m.Timeline[0].For.D(), time.Second)
 	assert.Equal(t, 2, m.Clients)
 	assert.Less(t, m.TimeLimit.D(), 30*time.Second)
+	assert.Less(t, m.Timeline[0].At.D(), 200*time.Millisecond, "the step starts as early as it can")
 	assert.False(t, out.OutOfBudget)
 	assert.GreaterOrEqual(t, runs, 3*out.Kept, "every kept candidate ran all its tries")
 	assert.Contains(t, log.String(), "keep  drop steps 1-4")
@@ -110,4 +111,5 @@ func TestShrinkKeepsTheClientsTheTimelineNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out.Minimal.Timeline, 1)
 	assert.Equal(t, 5, out.Minimal.Clients)
+	assert.Equal(t, "c4", out.Minimal.Timeline[0].Target)
 }
