@@ -66,13 +66,16 @@ func (l FaultLanding) Judged() bool { return l.judged }
 // tested nothing they were meant to test, and unknown is never a pass.
 func noFaultLanded(l FaultLanding) bool { return l.judged && l.Landed == 0 }
 
-// noFaultLandedReason says so, as one of the run's unknown reasons.
-func noFaultLandedReason(l FaultLanding) string {
-	if l.Injected == 0 {
-		return "The run had a nemesis and no fault was injected (the run ended before the first step)."
+// noFaultLandedReason says so, as one of the run's unknown reasons; asked
+// names the faults the nemesis was asked for.
+func noFaultLandedReason(l FaultLanding, asked string) string {
+	switch {
+	case l.Injected == 0 && asked != "":
+		return fmt.Sprintf("No fault landed: the nemesis was asked for %s but injected no fault (the run ended before the first step).", asked)
+	case l.Injected == 0:
+		return "No fault landed: the run had a nemesis and injected no fault (the run ended before the first step)."
+	case l.Injected == 1:
+		return fmt.Sprintf("No fault landed: the one injected missed its precondition, so the run did not test what it aims at (%s).", l.Missed)
 	}
-	if l.Injected == 1 {
-		return fmt.Sprintf("The one fault injected did not land, so the run did not test what it aims at (%s).", l.Missed)
-	}
-	return fmt.Sprintf("None of the %d faults injected landed, so the run did not test what they aim at; the first missed (%s).", l.Injected, l.Missed)
+	return fmt.Sprintf("No fault landed: none of the %d injected met its precondition, so the run did not test what they aim at; the first missed (%s).", l.Injected, l.Missed)
 }

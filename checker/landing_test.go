@@ -42,8 +42,8 @@ func TestNoFaultLandedIsUnknown(t *testing.T) {
 			b := clean("clock-pause")
 			step(b, 100, 1, "clock-pause", "redlock-1", false, "the minority came back 1.4s after the kill; c0's lease had 600ms left")
 			return b
-		}, Unknown, 1, 0, "The one fault injected did not land"},
-		{"nemesis but no step ran", func() *builder { return clean("pause-node") }, Unknown, 0, 0, "no fault was injected"},
+		}, Unknown, 1, 0, "No fault landed: the one injected missed its precondition"},
+		{"nemesis but no step ran", func() *builder { return clean("pause-node") }, Unknown, 0, 0, "the nemesis was asked for pause-node but injected no fault"},
 		{"a history from before landing events", func() *builder {
 			b := clean("pause-node")
 			b.Nemesis(100, history.NemPause, "redis-0", "", "")

@@ -66,7 +66,7 @@ func runUnknownReasons(h *history.History, r *Result) []string {
 	if noFaultLanded(r.FaultLanding) {
 		// Holds for a hand-written history that records its nemesis's
 		// landings too.
-		out = append(out, noFaultLandedReason(r.FaultLanding))
+		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(h.Header.Config)))
 	}
 	if !recorded(h) {
 		// A history written by hand (an incident's account) tells what

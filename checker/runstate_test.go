@@ -82,7 +82,7 @@ func TestRunOutcomeMakesTheVerdictUnknown(t *testing.T) {
 			b:       func() *builder { return chain(newBuilder("fenced"), 3).Nemesis(end, history.NemRunEnd, "", "", "") },
 			nemesis: []string{"pause-holder"},
 			verdict: Unknown,
-			reason:  "The run had a nemesis and no fault was injected",
+			reason:  "No fault landed: the nemesis was asked for pause-holder but injected no fault",
 		},
 		{
 			name: "a nemesis that injected a fault",

@@ -175,8 +175,14 @@ expect:
 	require.NoError(t, err)
 	o, err := Run(context.Background(), f, t.TempDir(), catalog.Programs{}, nil)
 	require.NoError(t, err)
-	require.Len(t, o.Comparison.Mismatches, 1, "%+v", o.Comparison.Lines)
-	assert.Equal(t, "timeline step 2 (pause c1, line 12)", o.Comparison.Mismatches[0].What)
+	// The step is reported either as a step that never ran or as a step
+	// whose landing says it never reached its moment.
+	reported := false
+	for _, m := range o.Comparison.Mismatches {
+		reported = reported || m.What == "timeline step 2 (pause c1, line 12)" ||
+			strings.Contains(m.Observed, "the run ended before c0 reached before-write")
+	}
+	assert.True(t, reported, "%+v", o.Comparison.Mismatches)
 }
 
 // A scenario reads each check's own status: fails means failed, holds
@@ -189,7 +195,7 @@ func TestCompareReadsTheChecksStatus(t *testing.T) {
 		LeaseSafety:     checker.LeaseSafety{Valid: true},
 		DoubleOwnership: checker.DoubleOwnership{Windows: 2, UnsafeWrites: 1},
 		Liveness:        checker.Liveness{StuckUntilEnd: true},
-	}}
+	}, FaultLanding: checker.FaultLanding{Injected: len(f.Timeline), Landed: len(f.Timeline)}}
 	c := f.Compare(res)
 	var missed []string
 	for _, m := range c.Mismatches {

@@ -63,7 +63,7 @@ func runFault(t *testing.T, args ...string) (invocation, *results.Results, strin
 	}
 	if res.Valid != checker.Invalid {
 		assert.Equal(t, exitUnknown, inv.code, "no fault landed, so the verdict is unknown: %s", inv.stdout)
-		assert.Contains(t, res.Reason, "none of the", "the reason says no fault landed")
+		assert.Contains(t, res.Reason, "No fault landed", "the reason says no fault landed")
 	}
 	t.Logf("no fault landed on this machine: %s", res.FaultLanding.Missed)
 	if strings.Contains(res.FaultLanding.Missed, "came back") {

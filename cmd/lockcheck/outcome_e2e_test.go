@@ -225,7 +225,7 @@ func TestRunsThatTestedNothingAreUnknown(t *testing.T) {
 		reason string
 	}{
 		{"no grant", []string{"--op-timeout", "1us", "--nemesis", "none"}, "No client was ever granted the lock"},
-		{"no fault", []string{"--nemesis", "pause-holder", "--nemesis-interval", "10m"}, "The nemesis was asked for pause-holder but injected no fault"},
+		{"no fault", []string{"--nemesis", "pause-holder", "--nemesis-interval", "10m"}, "the nemesis was asked for pause-holder but injected no fault"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
