@@ -42,10 +42,10 @@ type reportView struct {
 	// (ReproFile), for a run that ended false.
 	Repro    string
 	ReproRef string
-	Versions  []kv   // the servers' and lockcheck's versions
-	Config    []kv
-	Checks    []checkView
-	Faults    tableView
+	Versions []kv // the servers' and lockcheck's versions
+	Config   []kv
+	Checks   []checkView
+	Faults   tableView
 	// Landing says how many faults landed, for a run with a nemesis.
 	Landing  string
 	Timeline *timeline

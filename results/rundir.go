@@ -27,7 +27,7 @@ const (
 	// ReproFile is the scenario that reproduces a run that ended false
 	// (package scenario/repro writes it), beside the report that links it.
 	ReproFile = "repro.yaml"
-	LogsDir             = "logs"
+	LogsDir   = "logs"
 	// LatestLink is the symlink in the output folder that names the newest run.
 	LatestLink = "latest"
 )

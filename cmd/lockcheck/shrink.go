@@ -17,7 +17,6 @@ import (
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
-	"github.com/lockcheck/lockcheck/scenario/repro"
 	"github.com/lockcheck/lockcheck/scenario/shrink"
 )
 
@@ -87,7 +86,7 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 			res, err := shrink.Shrink(ctx, f, run, shrink.Options{Tries: tries, Budget: budget, Log: w})
 			minimal := describeMinimal(f, res.Minimal)
 			path := filepath.Join(filepath.Dir(from), MinimalFile)
-			data, merr := repro.Marshal(minimal)
+			data, merr := minimal.Marshal()
 			if merr != nil {
 				return merr
 			}

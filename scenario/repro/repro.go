@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
@@ -39,7 +37,7 @@ func Write(dir string, h *history.History, res *checker.Result) (string, error) 
 		return "", nil
 	}
 	f := FromRun(filepath.Base(dir), h, res)
-	data, err := Marshal(f)
+	data, err := f.Marshal()
 	if err != nil {
 		return "", err
 	}
@@ -249,79 +247,4 @@ func clampAt(at time.Duration, cfg history.RunConfig) time.Duration {
 		return limit - time.Millisecond
 	}
 	return at
-}
-
-// Marshal writes a scenario as YAML in the form Parse reads, leaving out
-// fields at their zero value.
-func Marshal(f *scenario.File) ([]byte, error) {
-	type when struct {
-		Client  string `yaml:"client"`
-		Reaches string `yaml:"reaches"`
-	}
-	type step struct {
-		At     string `yaml:"at"`
-		When   *when  `yaml:"when,omitempty,flow"`
-		Do     string `yaml:"do"`
-		Target string `yaml:"target,omitempty"`
-		For    string `yaml:"for,omitempty"`
-		Offset string `yaml:"offset,omitempty"`
-		Wipe   bool   `yaml:"wipe,omitempty"`
-		Fault  string `yaml:"fault,omitempty"`
-	}
-	type expect struct {
-		Verdict string            `yaml:"verdict,omitempty"`
-		Fail    []string          `yaml:"fail,omitempty,flow"`
-		Hold    []string          `yaml:"hold,omitempty,flow"`
-		Counts  map[string]string `yaml:"counts,omitempty"`
-	}
-	type file struct {
-		Name        string            `yaml:"name"`
-		Title       string            `yaml:"title,omitempty"`
-		Source      string            `yaml:"source,omitempty"`
-		Explain     string            `yaml:"explain,omitempty"`
-		Backend     string            `yaml:"backend"`
-		Variant     string            `yaml:"variant,omitempty"`
-		Workload    string            `yaml:"workload,omitempty"`
-		FenceSource string            `yaml:"fence_source,omitempty"`
-		TTL         string            `yaml:"ttl"`
-		Clients     int               `yaml:"clients"`
-		Think       string            `yaml:"think,omitempty"`
-		Watchdog    bool              `yaml:"watchdog,omitempty"`
-		TimeLimit   string            `yaml:"time_limit"`
-		Params      map[string]string `yaml:"params,omitempty"`
-		Timeline    []step            `yaml:"timeline"`
-		Expect      expect            `yaml:"expect"`
-	}
-	dur := func(d scenario.Duration) string {
-		if d == 0 {
-			return ""
-		}
-		return d.D().String()
-	}
-	out := file{
-		Name: f.Name, Title: f.Title, Source: f.Source, Explain: f.Explain, Backend: f.Backend, Variant: f.Variant,
-		Workload: f.Workload, FenceSource: f.FenceSource, TTL: f.TTL.D().String(), Clients: f.Clients, Think: f.Think,
-		Watchdog: f.Watchdog, TimeLimit: f.TimeLimit.D().String(), Params: f.Params,
-		Timeline: []step{},
-		Expect:   expect{Verdict: f.Expect.Verdict, Fail: f.Expect.Fail, Hold: f.Expect.Hold, Counts: f.Expect.Counts},
-	}
-	for _, s := range f.Timeline {
-		st := step{At: s.At.D().String(), Do: s.Do, Target: s.Target, For: dur(s.For), Offset: dur(s.Offset), Wipe: s.Wipe, Fault: s.Fault}
-		if s.Do == "clock" && s.Offset != 0 {
-			st.Offset = signedDuration(s.Offset.D())
-		}
-		if s.When != nil {
-			st.When = &when{Client: s.When.Client, Reaches: s.When.Reaches}
-		}
-		out.Timeline = append(out.Timeline, st)
-	}
-	return yaml.Marshal(out)
-}
-
-// signedDuration writes a clock offset with its sign, as "+20s".
-func signedDuration(d time.Duration) string {
-	if d > 0 {
-		return "+" + d.String()
-	}
-	return d.String()
 }

@@ -65,7 +65,7 @@ func failingRun() (*history.History, *checker.Result) {
 
 func TestFromRunRoundTrips(t *testing.T) {
 	h, res := failingRun()
-	data, err := Marshal(FromRun("run-1", h, res))
+	data, err := FromRun("run-1", h, res).Marshal()
 	require.NoError(t, err)
 	f, err := scenario.Parse(File, data)
 	require.NoError(t, err, "%s", data)
@@ -98,7 +98,7 @@ func TestFromRunAims(t *testing.T) {
 	res.Checks.LeaseSafety = checker.LeaseSafety{Violations: 1, Evidence: []checker.LeaseViolation{{
 		Earlier: checker.Grant{Invoke: t0 + 900*ms}, Later: checker.Grant{OK: t0 + 8050*ms},
 	}}}
-	f, err := scenario.Parse(File, must(Marshal(FromRun("run-2", h, res))))
+	f, err := scenario.Parse(File, must(FromRun("run-2", h, res).Marshal()))
 	require.NoError(t, err)
 	require.Len(t, f.Timeline, 3)
 	assert.Equal(t, scenario.Step{At: scenario.Duration(time.Second), Do: "pause", Target: "redis-0", For: scenario.Duration(200 * time.Millisecond)}, f.Timeline[0])

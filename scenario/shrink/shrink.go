@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/scenario"
-	"github.com/lockcheck/lockcheck/scenario/repro"
 )
 
 // Runner runs a scenario once and reports whether it showed what the
@@ -313,7 +312,7 @@ func clone(f *scenario.File) *scenario.File {
 // valid checks a candidate as a scenario file would be checked, by writing
 // it and reading it back.
 func valid(c *scenario.File) (*scenario.File, error) {
-	data, err := repro.Marshal(c)
+	data, err := c.Marshal()
 	if err != nil {
 		return nil, err
 	}
