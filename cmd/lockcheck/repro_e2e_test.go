@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,4 +47,52 @@ func TestPassingRunWritesNoRepro(t *testing.T) {
 	require.Equal(t, exitValid, inv.code, inv.stdout)
 	assert.NoFileExists(t, filepath.Join(dir, results.ReproFile))
 	assert.NotContains(t, inv.stdout, "repro:")
+
+	refused := lockcheck("shrink", dir)
+	assert.Equal(t, exitUnknown, refused.code)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(refused.stderr), "\n")+1, "one line: %s", refused.stderr)
+	assert.Contains(t, refused.stderr, "ended true")
+}
+
+// twoSteps is a failure of two steps of which one, the holder's pause past
+// its TTL right after its lease check, is the whole story.
+const twoSteps = `name: two-steps
+backend: redis
+workload: unfenced
+ttl: 300ms
+clients: 3
+time_limit: 4s
+timeline:
+  - at: 100ms
+    do: pause
+    target: c2
+    for: 20ms
+  - at: 500ms
+    when: {client: c1, reaches: before-write}
+    do: pause
+    target: c1
+    for: 900ms
+expect:
+  verdict: "false"
+  fail: [resource]
+`
+
+func TestShrinkLeavesTheStepThatBreaksTheLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "incident.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(twoSteps), 0o644))
+	inv := lockcheck("shrink", file, "--tries", "2", "--budget", "3m")
+	require.Equal(t, 0, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	assert.Contains(t, inv.stdout, "keep  drop step 1 (pause c2")
+	data, err := os.ReadFile(filepath.Join(dir, MinimalFile))
+	require.NoError(t, err)
+	m, err := scenario.Parse(MinimalFile, data)
+	require.NoError(t, err)
+	require.Len(t, m.Timeline, 1, "%s", data)
+	assert.Equal(t, "pause", m.Timeline[0].Do)
+	assert.NotNil(t, m.Timeline[0].When)
+	assert.Equal(t, []string{"resource"}, m.Expect.Fail)
+	assert.Contains(t, m.Explain, "Shrunk from 2 steps")
+	t.Logf("shrink:\n%s", inv.stdout)
 }
