@@ -7,11 +7,16 @@
 package backends
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,6 +49,10 @@ type Grant struct {
 	// background (an etcd session's keepalive): such a grant has no fixed
 	// deadline, and this watchdog is what ends the client's belief.
 	Lost <-chan struct{}
+	// Session, if set, names the server session the lock is bound to
+	// (PostgreSQL: node/backend pid): such a lock has no TTL, and its lease
+	// ends when its holder releases it or the session ends.
+	Session string
 }
 
 // Lock is a client of one lock service. Every error other than
@@ -93,6 +102,9 @@ type NodeSpec struct {
 	DataPaths []string
 	// Ready returns nil once the node at addr serves requests.
 	Ready func(ctx context.Context, addr string) error
+	// ReadyWithin is how long the node may take to start serving (0: 15s);
+	// a PostgreSQL node runs initdb first, which a busy machine makes slow.
+	ReadyWithin time.Duration
 	// Version asks a ready node for its version, for the report.
 	Version func(ctx context.Context, addr string) (string, error)
 	// Image is the container image the node runs in under the docker
@@ -109,6 +121,27 @@ type Program struct {
 	Name string // redis-server: the executable's name and its flag
 	// Package is the Debian package that installs it (scripts/setup does).
 	Package string
+	// Search, if set, is a glob where the package puts the program when
+	// not on PATH (Debian's postgresql: /usr/lib/postgresql/*/bin); the
+	// match sorting last by length, then name (the newest version), wins.
+	Search string
+}
+
+// Find is the executable for path, the program's name or the user's
+// choice: path itself on PATH, else, for the plain name, what Search finds.
+func (p Program) Find(path string) (string, error) {
+	found, err := exec.LookPath(path)
+	if err == nil {
+		return found, nil
+	}
+	if path == p.Name && p.Search != "" {
+		matches, _ := filepath.Glob(p.Search)
+		slices.SortFunc(matches, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+		if len(matches) > 0 {
+			return matches[len(matches)-1], nil
+		}
+	}
+	return "", p.NotFound(path, err)
 }
 
 // NotFound is the error for a path of the program that is not there: how
@@ -134,6 +167,9 @@ type Image struct {
 	// Programs are host executables copied in under their names, with every
 	// library they load.
 	Programs []Program
+	// Trees are host directories copied in whole at their own paths, for a
+	// server that needs more than an executable (a JVM and its jars).
+	Trees []Tree
 	// Self, if set, copies the lockcheck executable in under this name:
 	// a node that is lockcheck itself (an etcd member).
 	Self string
@@ -144,6 +180,16 @@ type Image struct {
 	// FakeClock puts libfaketime into the image, so that clock faults can
 	// move the clock of a node in a container too.
 	FakeClock bool
+}
+
+// Tree is a host directory an image holds. The symlinks on the way to it
+// and in it are kept; a symlink in it to a file outside every tree of the
+// image becomes a copy of that file. The executables and shared objects in
+// it come with every library they load.
+type Tree struct {
+	Path string
+	// Package is the Debian package that installs it.
+	Package string
 }
 
 // Param is the run parameter (and the flag of run) that names the image

@@ -64,7 +64,7 @@ func Check(h *history.History, resource []history.ResourceEntry, opts Options) *
 	r.Checks.Resource.withUnjudged(unjudged)
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(h)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, h.Header.Config)
-	fenced := h.Header.Config.Fenced()
+	fenced := h.Header.Config.Guarded()
 	r.Valid = verdict(h, r, fenced)
 	r.Reason = explain(r, fenced)
 	r.UnknownReasons = runUnknownReasons(h, r)

@@ -158,6 +158,9 @@ type Grant struct {
 	TTLms   int64           `json:"ttl_ms"`
 	// Nodes granted it, for a lock won on several nodes (Redlock).
 	Nodes []string `json:"nodes,omitempty"`
+	// Session is the server session a lock without a TTL is bound to
+	// (PostgreSQL: node/backend pid); its lease ends with the session.
+	Session string `json:"session,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
 	// extends, less the clock allowance) or the invoke of a release that

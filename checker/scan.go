@@ -143,6 +143,7 @@ type scanner struct {
 	facts     facts
 	keys      map[string]*keyFacts
 	procs     map[history.Process]*procState
+	sessions  sessionEnds
 }
 
 // scan reads the history once and collects grants, acquire attempts, writes,
@@ -155,6 +156,7 @@ func scan(h *history.History, allowance func(ttlMs int64) int64) *facts {
 		procs:     map[history.Process]*procState{},
 	}
 	s.facts.span = span(h)
+	s.sessions = collectSessionEnds(h.Events)
 	for i := range h.Events {
 		e := &h.Events[i]
 		switch {
@@ -223,6 +225,7 @@ func (s *scanner) nemesis(e *history.Event) {
 		// A killed client believes nothing any more and tries nothing;
 		// its pending release may or may not have reached the service.
 		s.endRelease(ps)
+		endSessions(ps, e.Time)
 		s.retire(ps, e.Time)
 		if ps.attemptKey != nil {
 			ps.attemptKey.attempts[ps.attemptIdx].end = e.Time
@@ -324,6 +327,7 @@ func (s *scanner) complete(e *history.Event) {
 	}
 	if e.Type == history.Info {
 		// The process retires: it no longer believes it holds the lock.
+		endSessions(ps, inv.Time)
 		s.retire(ps, e.Time)
 	}
 }
@@ -402,10 +406,17 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence, g.Nodes = e.Value.Fence, e.Value.Nodes
+		g.Fence, g.Nodes, g.Session = e.Value.Fence, e.Value.Nodes, e.Value.Session
+	}
+	if g.Session != "" {
+		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
 	}
 	k.grants = append(k.grants, g)
-	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: s.expiry(inv.Time, g.TTLms), believed: true, before: before})
+	expiry := s.expiry(inv.Time, g.TTLms)
+	if g.Session != "" {
+		expiry = s.sessions.end(g.Session, inv.Time, expiry)
+	}
+	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before})
 }
 
 // holding is the index in ps.held of the lease on key, or -1.

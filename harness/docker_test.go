@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
@@ -29,8 +29,9 @@ func dockerConfig(t *testing.T, backend string, faults []string, limit time.Dura
 	})
 	cfg := testConfig(t, redis.Correct, "unfenced", faults, limit)
 	cfg.Run.Backend = backend
-	cfg.Run.Params = map[string]string{
-		ParamRuntime: RuntimeDocker, redis.Image.Param(): images["redis"], etcd.Image.Param(): images["etcd"],
+	cfg.Run.Params = map[string]string{ParamRuntime: RuntimeDocker}
+	for _, img := range catalog.Images() {
+		cfg.Run.Params[img.Param()] = images[img.Kind]
 	}
 	return cfg
 }
@@ -162,4 +163,28 @@ func TestDockerPartitionCutsOffARedlockNode(t *testing.T) {
 		assert.NotContains(t, e.Value.Nodes, node, "a grant while %s was cut off names it", node)
 	}
 	assert.Positive(t, grants, "the other four nodes still grant the lock")
+}
+
+// partition cuts the ZooKeeper leader off: the other two elect a leader of
+// a higher epoch while it is away, and it is healed after --pause.
+func TestDockerPartitionCutsOffTheZooKeeperLeader(t *testing.T) {
+	cfg := dockerConfig(t, "zookeeper", []string{"partition"}, 10*time.Second)
+	cfg.Run.Variant, cfg.Run.Workload = "", "fenced"
+	cfg.Pause = 3 * time.Second // longer than the followers' 500 ms syncLimit and an election
+	cfg.Interval = 2 * time.Second
+	h, cut, heal := runPartition(t, cfg)
+	var before, during []history.Event
+	for _, e := range nemesisEvents(h, history.NemRole) {
+		switch {
+		case !strings.HasPrefix(e.Value.Detail, "leader"):
+		case e.Time < cut.Time:
+			before = append(before, e)
+		case e.Time < heal.Time:
+			during = append(during, e)
+		}
+	}
+	require.NotEmpty(t, before, "the leader was known before the partition")
+	assert.Equal(t, before[len(before)-1].Value.Target, cut.Value.Target, "the partition cuts the leader off")
+	require.NotEmpty(t, during, "the others elected a leader while it was cut off")
+	assert.NotEqual(t, cut.Value.Target, during[0].Value.Target)
 }

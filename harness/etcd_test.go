@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockcheck/lockcheck/backends"
-	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
@@ -30,35 +29,11 @@ type etcdCluster struct {
 }
 
 // startEtcd starts the etcd topology as a run does (the members are this
-// test binary, see TestMain) and waits until it has a leader. Every member
-// is killed, and shown to be gone, when the test ends.
+// test binary, see TestMain) and waits until it has a leader.
 func startEtcd(t *testing.T) (etcdCluster, time.Duration) {
 	t.Helper()
-	b, _, err := catalog.Lookup("etcd", "")
-	require.NoError(t, err)
-	p := newProcs()
-	begin := time.Now()
-	nodes, err := startTopology(context.Background(), p, b.Nodes(nil, nil), t.TempDir())
-	require.NoError(t, err)
-	eps := make([]backends.Endpoint, len(nodes))
-	for i, n := range nodes {
-		eps[i] = n.ep
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, b.Ready(ctx, eps))
-	took := time.Since(begin)
-	t.Cleanup(func() {
-		var pids []int
-		for _, n := range nodes {
-			pids = append(pids, n.PID())
-		}
-		p.killAll(5 * time.Second)
-		for _, pid := range pids {
-			assert.Equal(t, "gone", processState(pid), "member process %d outlived the test", pid)
-		}
-	})
-	return etcdCluster{nodes: nodes, eps: eps, control: b.Control(eps).(*etcd.Cluster)}, took
+	nodes, eps, control, took := startService(t, "etcd", 30*time.Second)
+	return etcdCluster{nodes: nodes, eps: eps, control: control.(*etcd.Cluster)}, took
 }
 
 func (c etcdCluster) node(name string) *node {

@@ -81,6 +81,9 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		if _, ok := svc.(nemesis.FailoverService); ok {
 			t.Offers = append(t.Offers, nemesis.CapFailover)
 		}
+		if _, ok := svc.(nemesis.SessionKiller); ok {
+			t.Offers = append(t.Offers, nemesis.CapSessions)
+		}
 	}
 	return t
 }

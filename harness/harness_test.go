@@ -18,17 +18,17 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/procstate"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
-// The harness starts workers and etcd members by running its own
+// The harness starts workers and the nodes that are lockcheck itself (etcd
+// members, ZooKeeper launchers) by running its own
 // executable; in tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())
@@ -241,4 +241,36 @@ func TestSigstopWaitsUntilEveryThreadStopped(t *testing.T) {
 		require.True(t, stopped, "every thread of redis-server is stopped when Signal returns")
 		require.NoError(t, n.Signal(syscall.SIGCONT))
 	}
+}
+
+// startService starts backend's topology as a run does and waits up to
+// ready for the backend to say it serves. Every node is killed, and shown
+// to be gone, when the test ends.
+func startService(t *testing.T, backend string, ready time.Duration) ([]*node, []backends.Endpoint, any, time.Duration) {
+	t.Helper()
+	b, _, err := catalog.Lookup(backend, "")
+	require.NoError(t, err)
+	p := newProcs()
+	dir := t.TempDir() // made first, so that its removal runs after the kill
+	begin := time.Now()
+	nodes, err := startTopology(context.Background(), p, b.Nodes(nil, nil), dir)
+	require.NoError(t, err)
+	eps := make([]backends.Endpoint, len(nodes))
+	for i, n := range nodes {
+		eps[i] = n.ep
+	}
+	t.Cleanup(func() {
+		var pids []int
+		for _, n := range nodes {
+			pids = append(pids, n.PID())
+		}
+		p.killAll(5 * time.Second)
+		for _, pid := range pids {
+			assert.Equal(t, "gone", processState(pid), "%s process %d outlived the test", backend, pid)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), ready)
+	defer cancel()
+	require.NoError(t, b.Ready(ctx, eps))
+	return nodes, eps, b.Control(eps), time.Since(begin)
 }

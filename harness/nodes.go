@@ -145,7 +145,11 @@ func (n *node) start(ctx context.Context) error {
 		close(done)
 	}()
 
-	readyCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	within := n.spec.ReadyWithin
+	if within <= 0 {
+		within = 15 * time.Second
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
 		select {
@@ -160,7 +164,7 @@ func (n *node) start(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return &StartInterrupted{What: n.Name()}
 			}
-			return fmt.Errorf("%s did not answer on %s within 15s (see %s)", n.Name(), n.addr(), n.ep.Dir)
+			return fmt.Errorf("%s did not answer on %s within %s (see %s)", n.Name(), n.addr(), within, n.ep.Dir)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if n.spec.Ready(readyCtx, n.addr()) == nil {

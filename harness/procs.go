@@ -72,15 +72,33 @@ func (p *procs) wait(cmd *exec.Cmd) error {
 	return err
 }
 
-// signalGroup sends sig to the child's whole process group. A SIGSTOP
-// returns only once every thread of the child has stopped (see
+// signalGroup sends sig to the child's whole process group, and to its
+// descendants that left the group (a PostgreSQL server's backends each
+// lead a session of their own). They are listed before the group is
+// signalled, since a killed parent's children are handed to init; a
+// SIGSTOP lists them again once the parent is stopped and can fork no
+// more. A SIGSTOP returns only once every thread of them has stopped (see
 // procstate.WaitStopped).
 func signalGroup(pid int, sig syscall.Signal) error {
+	tree := procstate.Descendants(pid)
 	err := syscall.Kill(-pid, sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return nil
 	}
+	if sig == syscall.SIGSTOP {
+		tree = procstate.Descendants(pid)
+	}
+	for _, d := range tree {
+		if pgid, _ := syscall.Getpgid(d); pgid != pid {
+			syscall.Kill(d, sig) //nolint:errcheck // it may have exited meanwhile
+		}
+	}
 	if err == nil && sig == syscall.SIGSTOP {
+		for _, d := range tree {
+			if werr := procstate.WaitStopped(d, 5*time.Second); werr != nil {
+				return werr
+			}
+		}
 		return procstate.WaitStopped(pid, 5*time.Second)
 	}
 	return err

@@ -103,6 +103,9 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
+	if err := preflightResource(cfg, b); err != nil {
+		return b, err
+	}
 	if err := checkTimings(cfg); err != nil {
 		return b, err
 	}
@@ -132,9 +135,8 @@ func checkTimings(cfg Config) error {
 // checkPrograms finds the server programs a backend's local processes run.
 func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
 	for _, p := range b.Programs {
-		path := programs.Path(p.Name)
-		if _, err := exec.LookPath(path); err != nil {
-			return p.NotFound(path, err)
+		if _, err := p.Find(programs.Path(p.Name)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -173,15 +175,21 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if cfg.createLog == nil {
 		cfg.createLog = createFile
 	}
-	resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
-	if err != nil {
-		return out, err
+	// The in-memory resource logs as it goes. A database's audit table is
+	// written out at the end: a run killed before that leaves no log, and
+	// the checks read the writes from the history, rather than an empty
+	// log that would say no write happened.
+	var memory *resource.Server
+	if resourceOf(cfg) == resource.Memory {
+		resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
+		if err != nil {
+			return out, err
+		}
+		if memory, err = resource.Serve(resLog, cfg.Run.Fenced()); err != nil {
+			return out, err
+		}
+		defer memory.Close()
 	}
-	res, err := resource.Serve(resLog, cfg.Run.Fenced())
-	if err != nil {
-		return out, err
-	}
-	defer res.Close()
 
 	specs := backend.Nodes(cfg.Programs, cfg.Run.Params)
 	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
@@ -204,6 +212,13 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
 	}
+	var db *database
+	if memory == nil {
+		if db, err = startDatabase(ctx, cfg, p, eps, filepath.Join(out.Dir, "nodes"), workloads.KeyNames(cfg.Run.Keys)); err != nil {
+			return out, err
+		}
+		defer db.stop()
+	}
 	cfg.Run.Versions = map[string]string{}
 	for i := range nodes {
 		if specs[i].Version == nil {
@@ -214,6 +229,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		}
 	}
 
+	// A variant that needs the resource writes it in the lock's transaction.
+	cfg.Run.WritesInLockTx = backend.RequiresResource[cfg.Run.Variant] != ""
 	histLog, err := cfg.createLog(filepath.Join(out.Dir, results.HistoryFile))
 	if err != nil {
 		return out, err
@@ -234,13 +251,15 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
 	resWatchDone := make(chan struct{})
 	defer close(resWatchDone)
-	go func() {
-		select {
-		case <-res.Failed():
-			f.recordingFailed(results.ResourceFile, res.Err())
-		case <-resWatchDone:
-		}
-	}()
+	if memory != nil {
+		go func() {
+			select {
+			case <-memory.Failed():
+				f.recordingFailed(results.ResourceFile, memory.Err())
+			case <-resWatchDone:
+			}
+		}()
+	}
 	if backend.Control != nil {
 		f.control = backend.Control(eps)
 	}
@@ -259,8 +278,14 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	defer func() { stopWatching(); <-watchDone }()
 	f.base = workerproc.Config{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: workloads.KeyNames(cfg.Run.Keys), Think: cfg.Think,
-		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, ResourceAddr: res.Addr(), FenceSource: cfg.Run.FenceSource,
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Resource: resourceOf(cfg), FenceSource: cfg.Run.FenceSource,
+		Fenced:   cfg.Run.Fenced(),
 		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
+	}
+	if memory != nil {
+		f.base.ResourceAddr = memory.Addr()
+	} else {
+		f.base.ResourceAddr = db.addr
 	}
 	for i := 0; i < cfg.Run.Clients; i++ {
 		if err := f.spawn(i, history.Process(i)); err != nil {
@@ -309,6 +334,16 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		detail = history.RunEndInterrupted + ": " + out.RecordingFailed.Error()
 	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
+	if db != nil {
+		// The database's audit table is the ground truth: written out
+		// whatever ctx says, since the workers have stopped.
+		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := db.export(exportCtx, cfg.createLog, filepath.Join(out.Dir, results.ResourceFile)); err != nil {
+			h.Close()
+			return out, fmt.Errorf("writing the resource log from the database: %w", err)
+		}
+	}
 	if err := h.Close(); err != nil && out.RecordingFailed == nil {
 		return out, err
 	}

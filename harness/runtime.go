@@ -87,6 +87,11 @@ func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) 
 	case RuntimeProcess:
 		return checkPrograms(cfg.Programs, b)
 	case RuntimeDocker:
+		for _, s := range specs {
+			if s.Image == nil {
+				return fmt.Errorf("--runtime docker: backend %s has no container image for its node %s; run it with --runtime process", b.Name, s.Name)
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		cli, err := container.Connect(ctx, cfg.Logger)

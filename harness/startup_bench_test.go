@@ -6,26 +6,26 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/backends/etcd"
-	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
 )
 
 // BenchmarkTopologyStart measures how long each backend's topology takes
 // from nothing to ready (every node answering and the backend's own
-// readiness: replicas in sync, sentinels agreeing, an etcd leader) and back
-// to nothing, under each runtime:
+// readiness: replicas in sync, sentinels agreeing, an etcd or ZooKeeper
+// leader) and back to nothing, under each runtime:
 //
 //	go test ./harness -run '^$' -bench TopologyStart -benchtime 5x
 func BenchmarkTopologyStart(b *testing.B) {
 	for _, rt := range []string{RuntimeProcess, RuntimeDocker} {
-		for _, backend := range []string{"redis", "sentinel", "redlock", "etcd"} {
+		for _, backend := range []string{"redis", "sentinel", "redlock", "etcd", "zookeeper"} {
 			b.Run(rt+"/"+backend, func(b *testing.B) {
 				params := map[string]string{ParamRuntime: rt}
 				if rt == RuntimeDocker {
 					images := containertest.Images(b, containertest.Engine(b))
-					params[redis.Image.Param()], params[etcd.Image.Param()] = images["redis"], images["etcd"]
+					for _, img := range catalog.Images() {
+						params[img.Param()] = images[img.Kind]
+					}
 				}
 				cfg := Config{Run: history.RunConfig{Backend: backend, Params: params}}
 				be, _, err := catalog.Lookup(backend, "")

@@ -52,6 +52,9 @@ type worker struct {
 	mu      sync.Mutex
 	process history.Process
 	holding map[string]bool
+	// session is the server session of the client's current grant, for
+	// kill-session.
+	session string
 	pending *history.Event // the invoke awaiting its completion
 	waiter  *parkWaiter
 	exited  bool
@@ -93,6 +96,14 @@ func (w *worker) holds() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return !w.exited && len(w.holding) > 0
+}
+
+// Session implements nemesis.SessionHolder: the server session of the
+// client's latest grant.
+func (w *worker) Session() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.session
 }
 
 // ParkAt implements nemesis.Client.
@@ -165,6 +176,9 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 		}
 		w.pending = nil
 		w.holding[e.Key] = true
+		if e.Value != nil {
+			w.session = e.Value.Session
+		}
 	case e.Type == history.Info:
 		// The process is retired: it no longer acts on anything it held.
 		w.pending = nil

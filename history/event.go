@@ -121,6 +121,10 @@ type Value struct {
 	Detail     string `json:"detail,omitempty"`
 	// Nodes are the nodes that granted a multi-node lock (Redlock).
 	Nodes []string `json:"nodes,omitempty"`
+	// Session names the server session a lease is bound to (acquire ok of
+	// a PostgreSQL advisory lock: node/backend pid), and the session a
+	// kill-session event terminated.
+	Session string `json:"session,omitempty"`
 	// OffsetMs is a node's wall clock offset from the host's, as read back
 	// from the node after a clock fault moved it.
 	OffsetMs *int64 `json:"offset_ms,omitempty"`
@@ -159,10 +163,19 @@ type Header struct {
 // RunConfig is the configuration of a run, as recorded in the history header
 // and results.json. Later versions add fields and never rename them.
 type RunConfig struct {
-	Backend        string            `json:"backend"`
-	Variant        string            `json:"variant,omitempty"`
-	Workload       string            `json:"workload"` // "fenced" or "unfenced"
-	FenceSource    string            `json:"fence_source,omitempty"`
+	Backend     string `json:"backend"`
+	Variant     string `json:"variant,omitempty"`
+	Workload    string `json:"workload"` // "fenced" or "unfenced"
+	FenceSource string `json:"fence_source,omitempty"`
+	// Resource is the protected resource: "memory" (lockcheck's own
+	// store) or "postgres" (a row of a real database, fenced by its own
+	// conditional UPDATE). Absent means memory.
+	Resource string `json:"resource,omitempty"`
+	// WritesInLockTx says each write ran inside the lock's own
+	// transaction (the postgres backend's xact variant): it commits only
+	// together with the lock, so a holder whose lock is gone cannot write,
+	// as if a fence stopped it.
+	WritesInLockTx bool              `json:"writes_in_lock_tx,omitempty"`
 	Nemesis        []string          `json:"nemesis"`
 	Seed           int64             `json:"seed"`
 	Clients        int               `json:"clients"`
@@ -193,6 +206,10 @@ type ScenarioInfo struct {
 // Fenced reports whether the workload's resource refuses stale fences.
 func (c RunConfig) Fenced() bool { return c.Workload == "fenced" }
 
+// Guarded reports whether a holder that lost its lock cannot write: the
+// resource refuses stale fences, or each write commits with the lock.
+func (c RunConfig) Guarded() bool { return c.Fenced() || c.WritesInLockTx }
+
 // RunEndInterrupted is the detail of a run-end event when the run stopped
 // before its time limit: alone for Ctrl-C, or followed by ": " and the
 // cause ("interrupted: recording resource.jsonl failed: no space left on
@@ -219,7 +236,17 @@ const (
 	NemPartition = "partition"
 	// NemHeal connects a partitioned Target again.
 	NemHeal = "heal"
+	// NemKillSession terminates Session, the server session of client
+	// Target (PostgreSQL's pg_terminate_backend): the session's locks end
+	// at once. It is recorded before the terminate is sent; when that did
+	// not land, a second event for the same Session has Detail
+	// MissedPrefix + why.
+	NemKillSession = "kill-session"
 	// NemLanding ends every nemesis step: Fault is the step's fault,
 	// Landed whether it met its precondition, Detail why or why not.
 	NemLanding = "landing"
 )
+
+// MissedPrefix starts the Detail of a nemesis event that says the fault
+// named did not land.
+const MissedPrefix = "missed: "

@@ -54,6 +54,7 @@ var verbs = map[string]Verb{
 	NemHeal:         {Role: Heals, Heals: NemPartition},
 	NemSwitchMaster: {Role: Point},
 	NemCutReplicas:  {Role: Point},
+	NemKillSession:  {Role: Point},
 	NemRunEnd:       {Role: Observes},
 	NemInspect:      {Role: Observes},
 	NemFailpoint:    {Role: Observes},

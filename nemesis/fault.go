@@ -67,6 +67,9 @@ const (
 	CapLeader Capability = "leader"
 	// CapFailover: the service fails over by itself (FailoverService).
 	CapFailover Capability = "failover"
+	// CapSessions: the service's locks live on server sessions it can
+	// terminate (SessionKiller).
+	CapSessions Capability = "sessions"
 )
 
 // capabilityText says what a capability is, for the refusal of a fault
@@ -79,6 +82,7 @@ var capabilityText = map[Capability]string{
 	CapPartition: "nodes that can be cut off the network (--runtime docker)",
 	CapLeader:    "a service that names its leader",
 	CapFailover:  "a service that fails over by itself",
+	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",
 }
 
 // Topology is what a run will offer the nemesis, known before anything

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
 // Schema is the version of results.json this package writes. The keys of
@@ -24,7 +25,9 @@ type Results struct {
 	Workload string           `json:"workload"`
 	Nemesis  []string         `json:"nemesis"`
 	Seed     int64            `json:"seed"`
-	Checks   checker.Checks   `json:"checks"`
+	// Resource is the protected resource the run wrote: memory or postgres.
+	Resource string         `json:"resource"`
+	Checks   checker.Checks `json:"checks"`
 
 	Reason        string            `json:"reason"`
 	Config        history.RunConfig `json:"config"`
@@ -56,6 +59,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Workload:      cfg.Workload,
 		Nemesis:       cfg.Nemesis,
 		Seed:          cfg.Seed,
+		Resource:      cfg.Resource,
 		Checks:        res.Checks,
 		Reason:        res.Reason,
 		Config:        cfg,
@@ -71,6 +75,9 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		FaultLanding:   res.FaultLanding,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
+	if r.Resource == "" {
+		r.Resource = resource.Memory
+	}
 	if r.Nemesis == nil {
 		r.Nemesis = []string{}
 	}

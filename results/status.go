@@ -59,7 +59,7 @@ const maxDetails = 20
 func checkStatuses(cfg history.RunConfig, res *checker.Result, t0 int64) []checkStatus {
 	var out []checkStatus
 	for _, c := range res.Checks.List() {
-		j := c.Check.Judge(checker.JudgeContext{Fenced: cfg.Fenced(), T0: t0})
+		j := c.Check.Judge(checker.JudgeContext{Fenced: cfg.Guarded(), T0: t0})
 		st := checkStatus{Key: c.Key, Title: c.Title, Outcome: j.Status, Message: j.Message}
 		st.Numbers, st.Details = evidence(c.Check, j.Status, t0)
 		out = append(out, st)

@@ -67,7 +67,7 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 	return harness.Config{
 		Run: history.RunConfig{
 			Backend: f.Backend, Variant: f.Variant, Workload: f.Workload, FenceSource: f.FenceSource,
-			Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, TTLms: ttl.Milliseconds(),
+			Resource: f.Resource, Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, TTLms: ttl.Milliseconds(),
 			TimeLimitMs: f.TimeLimit.D().Milliseconds(), PauseMs: (2 * ttl).Milliseconds(), Think: f.Think,
 			CommandLine: []string{"lockcheck", "scenario", "run", f.Name},
 			Params:      params,

@@ -24,22 +24,25 @@ import (
 
 // File is one scenario as written in YAML.
 type File struct {
-	Name        string            `yaml:"name"`
-	Title       string            `yaml:"title,omitempty"`
-	Source      string            `yaml:"source,omitempty"`
-	Explain     string            `yaml:"explain,omitempty"`
-	Backend     string            `yaml:"backend"`
-	Variant     string            `yaml:"variant,omitempty"`
-	Workload    string            `yaml:"workload,omitempty"`
-	FenceSource string            `yaml:"fence_source,omitempty"`
-	TTL         Duration          `yaml:"ttl"`
-	Clients     int               `yaml:"clients"`
-	Think       string            `yaml:"think,omitempty"`
-	Watchdog    bool              `yaml:"watchdog,omitempty"`
-	TimeLimit   Duration          `yaml:"time_limit"`
-	Params      map[string]string `yaml:"params,omitempty"`
-	Timeline    []Step            `yaml:"timeline,omitempty"`
-	Expect      Expect            `yaml:"expect"`
+	Name        string `yaml:"name"`
+	Title       string `yaml:"title,omitempty"`
+	Source      string `yaml:"source,omitempty"`
+	Explain     string `yaml:"explain,omitempty"`
+	Backend     string `yaml:"backend"`
+	Variant     string `yaml:"variant,omitempty"`
+	Workload    string `yaml:"workload,omitempty"`
+	FenceSource string `yaml:"fence_source,omitempty"`
+	// Resource is the protected resource: memory (the default) or
+	// postgres, as run's --resource.
+	Resource  string            `yaml:"resource,omitempty"`
+	TTL       Duration          `yaml:"ttl"`
+	Clients   int               `yaml:"clients"`
+	Think     string            `yaml:"think,omitempty"`
+	Watchdog  bool              `yaml:"watchdog,omitempty"`
+	TimeLimit Duration          `yaml:"time_limit"`
+	Params    map[string]string `yaml:"params,omitempty"`
+	Timeline  []Step            `yaml:"timeline,omitempty"`
+	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
 }

@@ -10,16 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 )
 
-// Scenarios run the harness, which starts workers and etcd members by
+// Scenarios run the harness, which starts workers and lockcheck-run nodes by
 // running its own executable: in tests that is the test binary, which
 // becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	os.Exit(m.Run())
@@ -79,7 +78,7 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"watchdog not a bool", "clients: 2", "watchdog: maybe", `line 6: watchdog: expected true or false, got "maybe"`},
 		{"when not a mapping", "when: {client: c0, reaches: before-write}", "when: c0", `line 10: when: expected a mapping such as {client: c0, reaches: before-write}, got "c0"`},
 		{"fail not a list", "fail: [resource]", "fail: {resource: 1}", "line 16: fail: expected a list such as [resource, fencing], got a mapping"},
-		{"unknown backend", "backend: redis", "backend: zookeeper", `line 2: backend: unknown backend "zookeeper"`},
+		{"unknown backend", "backend: redis", "backend: consul", `line 2: backend: unknown backend "consul"`},
 		{"unknown check", "fail: [resource]", "fail: [vibes]", `unknown check "vibes"`},
 	}
 	for _, tt := range tests {

@@ -79,6 +79,11 @@ type Backend struct {
 	// Diskless says its nodes keep nothing on disk: a restarted node always
 	// comes back empty, and a run records --wipe as true.
 	Diskless bool
+	// RequiresResource names, per variant, the --resource it works with
+	// only, because it writes the resource inside the lock's own
+	// transaction (the postgres backend's xact variant): such a write
+	// commits only with the lock, which the checker counts as fencing.
+	RequiresResource map[string]string
 	// RunNode, if set, runs this process as one of its nodes when the
 	// environment says so (a node that is lockcheck itself, such as an etcd
 	// member) and reports whether it did; it does not return if it did.

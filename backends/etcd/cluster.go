@@ -140,26 +140,12 @@ func (c *Cluster) leader(ctx context.Context) (string, uint64, error) {
 const watchInterval = 200 * time.Millisecond
 
 // Watch records every change of leader it sees until ctx ends, as role
-// events: the new leader with its term, and the member it replaced as a
-// follower, so that the report shows who led when, whatever caused the
-// election.
+// events (see backends.WatchLeader).
 func (c *Cluster) Watch(ctx context.Context, record func(verb string, v history.Value)) error {
-	var led string
-	var term uint64
-	for {
-		if name, t, err := c.leader(ctx); err == nil && (name != led || t != term) {
-			if led != "" && led != name {
-				record(history.NemRole, history.Value{Target: led, Detail: "follower"})
-			}
-			record(history.NemRole, history.Value{Target: name, Detail: fmt.Sprintf("leader (term %d)", t)})
-			led, term = name, t
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(watchInterval):
-		}
-	}
+	return backends.WatchLeader(ctx, watchInterval, func(ctx context.Context) (string, string, error) {
+		name, term, err := c.leader(ctx)
+		return name, fmt.Sprintf("term %d", term), err
+	}, record)
 }
 
 // memberName looks a member's name up in the list the reachable members

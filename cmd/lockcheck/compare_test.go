@@ -54,8 +54,8 @@ func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
 		{"correct pause-holder", " "},
 		{"correct kill-client", " "}, // it kills the holder before its write
 		{"setnx-expire kill-client", " "},
-		{"correct pause-nodes", "skipped --nemesis pause-nodes needs at least three nodes, so that a bare majority remains when a minority stops; backend redis under --runtime process has none (backends that have it: etcd, redlock, redsync, sentinel)"},
-		{"correct pause-leader", "skipped --nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel)"},
+		{"correct pause-nodes", "skipped --nemesis pause-nodes needs at least three nodes, so that a bare majority remains when a minority stops; backend redis under --runtime process has none (backends that have it: etcd, redlock, redsync, sentinel, zookeeper)"},
+		{"correct pause-leader", "skipped --nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel, zookeeper)"},
 	} {
 		assert.Equal(t, tc.want, got[tc.cell], tc.cell)
 	}
@@ -72,7 +72,7 @@ func TestCompareSkipsWhatMakesNoSense(t *testing.T) {
 func TestCompareBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"compare", "--out", store}, []badInput{
-		{"unknown backend", []string{"--backends", "zookeeper"}, `--backends: unknown backend "zookeeper"`},
+		{"unknown backend", []string{"--backends", "consul"}, `--backends: unknown backend "consul"`},
 		{"unknown variant", []string{"--backends", "redis/nope"}, `no variant "nope"`},
 		{"unknown workload", []string{"--workloads", "fenced,maybe"}, `unknown workload "maybe"`},
 		{"unknown fault", []string{"--nemesis", "none,meteor"}, `--nemesis: unknown nemesis "meteor"`},

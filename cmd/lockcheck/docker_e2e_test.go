@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/results"
 )
@@ -22,7 +23,10 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 	t.Cleanup(func() {
 		assert.Zero(t, containertest.Leftovers(t, cli), "no container or network of any run is left")
 	})
-	docker := []string{"--runtime", "docker", "--redis-image", images["redis"], "--etcd-image", images["etcd"]}
+	docker := []string{"--runtime", "docker"}
+	for _, img := range catalog.Images() {
+		docker = append(docker, "--"+img.Param(), images[img.Kind])
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -37,6 +41,8 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 		{"redlock, clock-pause", []string{"--backend", "redlock", "--nemesis", "clock-pause", "--ttl", "2s", "--time-limit", "15s"}, exitInvalid},
 		{"etcd, no faults", []string{"--backend", "etcd", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
 		{"etcd, pause-holder", []string{"--backend", "etcd", "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "12s"}, exitInvalid},
+		{"zookeeper, no faults", []string{"--backend", "zookeeper", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"zookeeper, pause-holder", []string{"--backend", "zookeeper", "--nemesis", "pause-holder", "--pause", "2s", "--time-limit", "12s"}, exitInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,8 +19,15 @@ import (
 // that no member of the run outlived it.
 func runEtcd(t *testing.T, args ...string) (invocation, *resultsAndHistory) {
 	t.Helper()
-	inv, res, dir := runLockcheck(t, append([]string{"--backend", "etcd"}, args...)...)
-	assert.Empty(t, membersUnder(dir), "no etcd member of the run may outlive it")
+	return runServers(t, "etcd", membersUnder, args...)
+}
+
+// runServers runs lockcheck against backend and checks that none of the
+// server processes alive lists under the run directory outlived the run.
+func runServers(t *testing.T, backend string, alive func(dir string) []string, args ...string) (invocation, *resultsAndHistory) {
+	t.Helper()
+	inv, res, dir := runLockcheck(t, append([]string{"--backend", backend}, args...)...)
+	assert.Empty(t, alive(dir), "no %s server of the run may outlive it", backend)
 	h, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
 	require.NoError(t, err)
 	return inv, &resultsAndHistory{res.Valid, res.Checks, res.Config, h.Events}
@@ -155,7 +162,7 @@ func TestEtcdSurvivesLeaderPausesAndMemberRestarts(t *testing.T) {
 func TestEtcdBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	tests := []badInput{
-		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "--nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel)"},
+		{"pause-leader without a leader", []string{"run", "--out", store, "--nemesis", "pause-leader"}, "--nemesis pause-leader needs a service that names its leader; backend redis under --runtime process has none (backends that have it: etcd, sentinel, zookeeper)"},
 		{"election too short", []string{"run", "--out", store, "--backend", "etcd", "--etcd-election", "300ms"}, "--etcd-election 300ms must be at least 5 times --etcd-heartbeat 100ms"},
 		{"heartbeat not whole milliseconds", []string{"run", "--out", store, "--backend", "etcd", "--etcd-heartbeat", "1500us"}, "--etcd-heartbeat"},
 	}

@@ -11,16 +11,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
 )
 
-// Runs start workers and etcd members by running their own executable: in
+// Runs start workers and the nodes that are lockcheck itself (etcd members,
+// ZooKeeper launchers) by running their own executable: in
 // tests that is the test binary, which becomes one here.
 func TestMain(m *testing.M) {
-	if harness.RunWorkerFromEnv() || etcd.RunMemberFromEnv() {
+	if harness.RunWorkerFromEnv() || catalog.RunNodeFromEnv() {
 		return
 	}
 	if os.Getenv(mainEnv) == "1" { // lockcheck as a process of its own, for tests that signal it
@@ -160,7 +161,7 @@ func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 		[]byte("{\"lockcheck_history\":1,\"start_time\":0,\"config\":{}}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\nnot json\n"), 0o644))
 	tests := []badInput{
 		{"unknown flag", []string{"run", "--bogus"}, "unknown flag: --bogus"},
-		{"unknown backend", []string{"run", "--out", store, "--backend", "zookeeper"}, `unknown backend "zookeeper"`},
+		{"unknown backend", []string{"run", "--out", store, "--backend", "consul"}, `unknown backend "consul"`},
 		{"unknown variant", []string{"run", "--out", store, "--variant", "nope"}, `no variant "nope"`},
 		{"unknown nemesis", []string{"run", "--out", store, "--nemesis", "meteor"}, `unknown nemesis "meteor"`},
 		{"unknown workload", []string{"run", "--out", store, "--workload", "maybe"}, `unknown workload "maybe"`},

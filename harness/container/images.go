@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -44,6 +45,8 @@ type ImageRecipe struct {
 	Libraries []string
 	// Links are symlinks in /usr/local/bin: name -> target.
 	Links map[string]string
+	// Trees are host directories copied in whole (backends.Tree).
+	Trees []string
 	// Entrypoint is the image's default command.
 	Entrypoint string
 }
@@ -63,6 +66,12 @@ func Recipe(img *backends.Image, tag string, program func(name string) string, s
 	if img.Self != "" {
 		r.Programs[img.Self] = self
 	}
+	for _, t := range img.Trees {
+		if st, err := os.Stat(t.Path); err != nil || !st.IsDir() {
+			return ImageRecipe{}, fmt.Errorf("the %s image holds %s, which is not a directory here: run scripts/setup (apt-get install %s)", img.Kind, t.Path, t.Package)
+		}
+		r.Trees = append(r.Trees, t.Path)
+	}
 	if img.FakeClock {
 		for _, lib := range faketime.Libs {
 			if _, err := os.Stat(lib); err != nil {
@@ -74,27 +83,40 @@ func Recipe(img *backends.Image, tag string, program func(name string) string, s
 	return r, nil
 }
 
-// file is one file of an image: its path inside and where it comes from.
-type file struct{ inside, host string }
+// file is one file of an image: its path inside and where it comes from,
+// or, for a symlink, what it points at.
+type file struct{ inside, host, link string }
 
 // files lists what goes into the image, sorted by path.
 func (r ImageRecipe) files() ([]file, error) {
 	seen := map[string]bool{}
 	var out []file
-	add := func(inside, host string) {
-		if !seen[inside] {
-			seen[inside] = true
-			out = append(out, file{inside, host})
+	add := func(f file) {
+		if !seen[f.inside] {
+			seen[f.inside] = true
+			out = append(out, f)
 		}
 	}
 	var needs []string
 	for name, host := range r.Programs {
-		add(path.Join(binDir, name), host)
+		add(file{inside: path.Join(binDir, name), host: host})
 		needs = append(needs, host)
 	}
 	for _, lib := range r.Libraries {
-		add(lib, lib)
+		add(file{inside: lib, host: lib})
 		needs = append(needs, lib)
+	}
+	for _, tree := range r.Trees {
+		got, err := r.tree(tree)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range got {
+			add(f)
+			if f.link == "" && isELF(f.host) {
+				needs = append(needs, f.host)
+			}
+		}
 	}
 	for _, bin := range needs {
 		libs, err := sharedLibraries(bin)
@@ -102,11 +124,84 @@ func (r ImageRecipe) files() ([]file, error) {
 			return nil, err
 		}
 		for _, lib := range libs {
-			add(lib, lib)
+			add(file{inside: lib, host: lib})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].inside < out[j].inside })
 	return out, nil
+}
+
+// tree lists the files of a tree: the symlinks on the way to it, then what
+// is in it (see backends.Tree).
+func (r ImageRecipe) tree(root string) ([]file, error) {
+	var out []file
+	// Resolve root one component at a time, keeping each symlink met.
+	real := "/"
+	for _, part := range strings.Split(strings.Trim(filepath.Clean(root), "/"), "/") {
+		next := filepath.Join(real, part)
+		for hops := 0; ; hops++ {
+			target, err := os.Readlink(next)
+			if err != nil {
+				break // not a symlink
+			}
+			if hops > 40 {
+				return nil, fmt.Errorf("%s: too many symlinks", root)
+			}
+			out = append(out, file{inside: next, link: target})
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(next), target)
+			}
+			next = filepath.Clean(target)
+		}
+		real = next
+	}
+	err := filepath.WalkDir(real, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			resolved, err := filepath.EvalSymlinks(path)
+			if err != nil {
+				return nil // dangling here: nothing to copy
+			}
+			if r.inTrees(resolved) {
+				out = append(out, file{inside: path, link: target})
+			} else if st, err := os.Stat(resolved); err == nil && st.Mode().IsRegular() {
+				out = append(out, file{inside: path, host: resolved})
+			}
+		case d.Type().IsRegular():
+			out = append(out, file{inside: path, host: path})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// inTrees reports whether path, with no symlink in it, lies in one of the
+// recipe's trees.
+func (r ImageRecipe) inTrees(path string) bool {
+	for _, t := range r.Trees {
+		if real, err := filepath.EvalSymlinks(t); err == nil && (path == real || strings.HasPrefix(path, real+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// isELF reports whether path is an executable or a shared object.
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == "\x7fELF"
 }
 
 // sharedLibraries lists the absolute paths of the libraries ldd says bin
@@ -134,7 +229,7 @@ func parseLdd(out string) []string {
 			line = strings.TrimSpace(after)
 		}
 		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "/") {
-			libs = append(libs, f[0])
+			libs = append(libs, path.Clean(f[0])) // $ORIGIN/../lib/libjli.so
 		}
 	}
 	return libs
@@ -144,6 +239,10 @@ func parseLdd(out string) []string {
 func (r ImageRecipe) digest(files []file) (string, error) {
 	h := sha256.New()
 	for _, f := range files {
+		if f.link != "" {
+			fmt.Fprintf(h, "link %s %s\n", f.inside, f.link)
+			continue
+		}
 		fmt.Fprintf(h, "file %s\n", f.inside)
 		in, err := os.Open(f.host)
 		if err != nil {
@@ -191,6 +290,12 @@ func (r ImageRecipe) writeRootfs(w io.Writer, files []file) error {
 	for _, f := range files {
 		if err := mkdir(path.Dir(f.inside), 0o755); err != nil {
 			return err
+		}
+		if f.link != "" {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(f.inside, "/"), Linkname: f.link, Mode: 0o777}); err != nil {
+				return err
+			}
+			continue
 		}
 		in, err := os.Open(f.host) // follows symlinks: the image gets the file
 		if err != nil {
@@ -248,7 +353,7 @@ func Build(ctx context.Context, cli *testcontainers.DockerClient, r ImageRecipe,
 	}
 	res := BuildResult{Tag: r.Tag, Files: len(files), Digest: sum[:12]}
 	for _, f := range files {
-		if st, err := os.Stat(f.host); err == nil {
+		if st, err := os.Stat(f.host); err == nil && f.link == "" {
 			res.Bytes += st.Size()
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads"
+	"github.com/lockcheck/lockcheck/workloads/pgresource"
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
@@ -33,7 +34,12 @@ type Config struct {
 	OpTimeout    time.Duration `json:"op_timeout"`
 	Seed         uint64        `json:"seed"`
 	ResourceAddr string        `json:"resource_addr"`
-	Watchdog     bool          `json:"watchdog,omitempty"`
+	// Resource is which resource ResourceAddr serves: memory (lockcheck's
+	// store over HTTP) or postgres (a database node).
+	Resource string `json:"resource,omitempty"`
+	// Fenced makes a database resource's writes conditional on the fence.
+	Fenced   bool `json:"fenced,omitempty"`
+	Watchdog bool `json:"watchdog,omitempty"`
 	// FenceSource is where fences come from (workloads.FenceFromLock, ...).
 	FenceSource string `json:"fence_source,omitempty"`
 }
@@ -74,7 +80,15 @@ func Run(cfg Config, in io.Reader, out io.Writer) error {
 		return err
 	}
 	defer lock.Close()
-	res := resource.NewClient(cfg.ResourceAddr, cfg.OpTimeout)
+	var res resource.Resource = resource.NewClient(cfg.ResourceAddr, cfg.OpTimeout)
+	if cfg.Resource == pgresource.Name {
+		db := pgresource.Open(cfg.ResourceAddr, cfg.OpTimeout, cfg.Fenced)
+		defer db.Close()
+		if tl, ok := lock.(pgresource.TxLock); ok {
+			db.InLockTx(tl)
+		}
+		res = db
+	}
 	client = workloads.NewClient(workloads.Config{
 		Process: cfg.Process, Stride: cfg.Stride, Keys: cfg.Keys, Think: think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Watchdog: cfg.Watchdog,

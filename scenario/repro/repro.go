@@ -67,6 +67,7 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 		Variant:     cfg.Variant,
 		Workload:    cfg.Workload,
 		FenceSource: cfg.FenceSource,
+		Resource:    cfg.Resource,
 		TTL:         scenario.Duration(time.Duration(cfg.TTLms) * time.Millisecond),
 		Clients:     cfg.Clients,
 		Think:       cfg.Think,

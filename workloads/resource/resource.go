@@ -21,6 +21,10 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
+// Memory is the in-memory resource's name in --resource and results: the
+// default.
+const Memory = "memory"
+
 // Resource is the protected resource as a client uses it. Every error
 // leaves the outcome of the request unknown.
 type Resource interface {

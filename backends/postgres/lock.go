@@ -1,0 +1,267 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockcheck/lockcheck/backends"
+)
+
+// Variants of the postgres backend.
+const (
+	// Session holds pg_try_advisory_lock on a session the client keeps
+	// open; pg_advisory_unlock releases it. Terminating the session frees
+	// the lock at once; the client learns at its next statement.
+	Session = "session"
+	// Xact takes pg_try_advisory_xact_lock inside a transaction that also
+	// reads and writes the resource's row (--resource postgres); the
+	// commit is the release, so the lock and the write commit together or
+	// not at all.
+	Xact = "xact"
+)
+
+// Variants lists them, the default first.
+var Variants = []string{Session, Xact}
+
+// FenceSequence is the sequence a grant's fence is drawn from
+// (--fence-source lock), right after the grant, on the lock's session.
+const FenceSequence = "lockcheck_lock_fence"
+
+// Options configure a client.
+type Options struct {
+	Addr    string
+	Variant string
+	Fence   bool
+	Timeout time.Duration
+}
+
+// Lock is one client's advisory lock. It keeps one session; any error drops
+// it (ending whatever it held) and the next acquire opens another.
+type Lock struct {
+	opts Options
+	conn *pgx.Conn
+	// session names conn's server session: node/backend pid.
+	session string
+	// tx holds the xact variant's lock, on txKey.
+	tx    pgx.Tx
+	txKey string
+	// held are the session locks granted and not released.
+	held map[string]bool
+}
+
+// New returns a client; it connects at its first acquire.
+func New(opts Options) (*Lock, error) {
+	if opts.Variant == "" {
+		opts.Variant = Session
+	}
+	if opts.Variant != Session && opts.Variant != Xact {
+		return nil, fmt.Errorf("postgres backend has no variant %q", opts.Variant)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = time.Second
+	}
+	return &Lock{opts: opts, held: map[string]bool{}}, nil
+}
+
+// KeyID is the advisory lock's bigint key for a lock name.
+func KeyID(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return int64(h.Sum64())
+}
+
+// SessionName is how a grant and a kill-session event name a server
+// session: the node's cluster_name and the backend's pid.
+func SessionName(node string, pid int32) string { return fmt.Sprintf("%s/%d", node, pid) }
+
+// connect opens the client's session if it has none.
+func (l *Lock) connect(ctx context.Context) error {
+	if l.conn != nil && !l.conn.IsClosed() {
+		return nil
+	}
+	conn, err := Connect(ctx, l.opts.Addr, l.opts.Timeout)
+	if err != nil {
+		return err
+	}
+	var (
+		node string
+		pid  int32
+	)
+	if err := conn.QueryRow(ctx, `SELECT current_setting('cluster_name'), pg_backend_pid()`).Scan(&node, &pid); err != nil {
+		conn.Close(context.Background()) //nolint:errcheck // failed anyway
+		return err
+	}
+	l.conn, l.session = conn, SessionName(node, pid)
+	return nil
+}
+
+// drop ends the session after an error: what it held is gone with it, or
+// will be once the server notices.
+func (l *Lock) drop(err error) error {
+	if l.conn != nil {
+		l.conn.Close(context.Background()) //nolint:errcheck // dropping it
+	}
+	l.conn, l.tx, l.txKey = nil, nil, ""
+	clear(l.held)
+	return err
+}
+
+// Acquire tries the lock once, without waiting.
+func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) {
+	if len(l.held) > 0 || l.tx != nil {
+		// The client gave up on a grant without releasing it (an
+		// operation on the resource failed): a fresh session, so that no
+		// forgotten lock outlives its holder's belief.
+		l.drop(nil) //nolint:errcheck // no error to return
+	}
+	if err := l.connect(ctx); err != nil {
+		return backends.Grant{}, err
+	}
+	var (
+		got bool
+		err error
+	)
+	if l.opts.Variant == Xact {
+		if l.tx, err = l.conn.Begin(ctx); err != nil {
+			return backends.Grant{}, l.drop(err)
+		}
+		err = l.tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, KeyID(key)).Scan(&got)
+		if err == nil && !got {
+			err = l.tx.Rollback(ctx)
+			l.tx = nil
+			if err == nil {
+				return backends.Grant{}, backends.ErrNotAcquired
+			}
+		}
+		l.txKey = key
+	} else {
+		err = l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, KeyID(key)).Scan(&got)
+		if err == nil && !got {
+			return backends.Grant{}, backends.ErrNotAcquired
+		}
+		l.held[key] = true
+	}
+	if err != nil {
+		return backends.Grant{}, l.drop(err)
+	}
+	// No TTL: the lease lasts as long as the session (or transaction).
+	// The client learns that it ended only at its next statement, so its
+	// belief has no deadline and nothing closes Lost.
+	g := backends.Grant{Token: l.session, Session: l.session, Lost: make(chan struct{})}
+	if l.opts.Fence {
+		var fence int64
+		if err := l.conn.QueryRow(ctx, `SELECT nextval('`+FenceSequence+`')`).Scan(&fence); err != nil {
+			return backends.Grant{}, l.drop(err)
+		}
+		g.Fence = &fence
+	}
+	return g, nil
+}
+
+// Extend has nothing to push out: it confirms that the session still
+// holds the lock.
+func (l *Lock) Extend(ctx context.Context, key string, _ backends.Grant) (bool, error) {
+	if l.conn == nil {
+		return false, nil
+	}
+	held, err := l.holds(ctx, l.conn, key)
+	if err != nil {
+		return false, l.drop(err)
+	}
+	return held, nil
+}
+
+// holds asks the server whether this session holds key's advisory lock.
+func (l *Lock) holds(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, key string) (bool, error) {
+	var held bool
+	classid, objid := split(KeyID(key))
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
+		AND classid = $1 AND objid = $2 AND objsubid = 1 AND granted)`, classid, objid).Scan(&held)
+	return held, err
+}
+
+// split is how pg_locks shows a bigint advisory key: its high and low 32
+// bits as oids.
+func split(id int64) (uint32, uint32) { return uint32(uint64(id) >> 32), uint32(uint64(id)) }
+
+// Release gives the lock up and reports whether it was still held: the
+// session variant's pg_advisory_unlock returns false (with a warning) when
+// the session did not hold it; the xact variant's commit releases it.
+func (l *Lock) Release(ctx context.Context, key string, _ backends.Grant) (bool, error) {
+	if l.conn == nil {
+		return false, errors.New("postgres: no session to release from (it was dropped after an error)")
+	}
+	if l.opts.Variant == Xact {
+		if l.tx == nil || l.txKey != key {
+			return false, nil
+		}
+		err := l.tx.Commit(ctx)
+		l.tx, l.txKey = nil, ""
+		if err != nil {
+			return false, l.drop(err)
+		}
+		return true, nil
+	}
+	var released bool
+	if err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, KeyID(key)).Scan(&released); err != nil {
+		return false, l.drop(err)
+	}
+	delete(l.held, key)
+	return released, nil
+}
+
+// Tx is the transaction holding key's lock (xact variant), nil when none
+// does: the resource writes inside it.
+func (l *Lock) Tx(key string) pgx.Tx {
+	if l.tx != nil && l.txKey == key {
+		return l.tx
+	}
+	return nil
+}
+
+// Inspect says which session holds key's advisory lock, if any.
+func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
+	conn, err := Connect(ctx, l.opts.Addr, l.opts.Timeout)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	classid, objid := split(KeyID(key))
+	var pids []int32
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND granted`, classid, objid)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int32
+		if err := rows.Scan(&pid); err != nil {
+			return "", err
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	if len(pids) == 0 {
+		return key + ": free (no session holds its advisory lock)", nil
+	}
+	return fmt.Sprintf("%s: advisory lock held by backend pid %v", key, pids), nil
+}
+
+// Close ends the session, and with it every lock it held.
+func (l *Lock) Close() error {
+	if l.conn == nil {
+		return nil
+	}
+	err := l.conn.Close(context.Background())
+	l.conn = nil
+	return err
+}

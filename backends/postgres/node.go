@@ -1,0 +1,270 @@
+// Package postgres is PostgreSQL as a lockcheck node and as a lock backend:
+// session-level advisory locks (pg_try_advisory_lock on a session the
+// client keeps open for the hold, released by pg_advisory_unlock) and
+// transaction-level ones (pg_try_advisory_xact_lock inside a transaction
+// that the release commits). Such a lock has no TTL: it lives exactly as
+// long as its session or transaction, which a terminated backend ends at
+// once while its client learns only at its next statement.
+//
+// A node is lockcheck itself started with NodeEnv set: it runs initdb into
+// the node's directory on its first start and then the postgres server as
+// its child, as an unprivileged user, since PostgreSQL refuses to run as
+// root (see RunNodeFromEnv).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockcheck/lockcheck/backends"
+)
+
+// Server is the postgres executable; initdb is looked up beside it.
+// Debian installs both under /usr/lib/postgresql/<version>/bin, off PATH.
+var Server = backends.Program{Name: "postgres", Package: "postgresql", Search: "/usr/lib/postgresql/*/bin/postgres"}
+
+// NodeEnv marks a process lockcheck started as a PostgreSQL node.
+const NodeEnv = "LOCKCHECK_POSTGRES_NODE"
+
+// Primary is the name of the node that serves clients and the resource.
+const Primary = "pg-0"
+
+// User is the database superuser every node creates and every client
+// connects as; Database the database they use.
+const (
+	User     = "lockcheck"
+	Database = "postgres"
+)
+
+// dataDir is the cluster's directory inside the node's directory.
+const dataDir = "data"
+
+// LogFile is the server's log inside the node's directory.
+const LogFile = "postgres.log"
+
+// unprivileged is the user a node started by root runs the server as:
+// nobody, mapped onto root by a user namespace of its own, so that the
+// server owns the node's files without a chown and reaches them through
+// any parent directory root reaches (go test's 0700 temporary directories
+// included) while PostgreSQL sees a user that is not root.
+const unprivileged = 65534
+
+// Node describes one PostgreSQL node: program is the lockcheck executable,
+// which becomes the node when started with NodeEnv set, and server the
+// postgres executable it runs.
+func Node(name, program, server string) backends.NodeSpec {
+	return backends.NodeSpec{
+		Name:    name,
+		Program: program,
+		Ports:   1,
+		Args: func(self backends.Endpoint, _ []backends.Endpoint) []string {
+			return []string{
+				"--server", server,
+				"--dir", self.Dir,
+				"--name", self.Name,
+				"--listen", self.BindAddr(),
+				"--port", strconv.Itoa(self.Ports[0]),
+			}
+		},
+		Env:       []string{NodeEnv + "=1"},
+		DataPaths: []string{dataDir},
+		Ready:     ready,
+		// initdb took 7-14 s on a busy 2-core machine, before the server
+		// starts.
+		ReadyWithin: 2 * time.Minute,
+		Version:     version,
+	}
+}
+
+// ConnConfig is the client configuration of the node at addr.
+func ConnConfig(addr string, timeout time.Duration) (*pgx.ConnConfig, error) {
+	u := url.URL{Scheme: "postgres", User: url.User(User), Host: addr, Path: "/" + Database}
+	q := url.Values{}
+	q.Set("sslmode", "disable")
+	q.Set("connect_timeout", strconv.Itoa(max(1, int(timeout.Seconds()))))
+	u.RawQuery = q.Encode()
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnectTimeout = timeout
+	return cfg, nil
+}
+
+// Connect opens a session on the node at addr.
+func Connect(ctx context.Context, addr string, timeout time.Duration) (*pgx.Conn, error) {
+	cfg, err := ConnConfig(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// ready returns nil once the node accepts a connection and answers.
+func ready(ctx context.Context, addr string) error {
+	conn, err := Connect(ctx, addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.Ping(ctx)
+}
+
+func version(ctx context.Context, addr string) (string, error) {
+	conn, err := Connect(ctx, addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	var v string
+	err = conn.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	return "postgres " + v, err
+}
+
+// RunNodeFromEnv runs this process as a PostgreSQL node if NodeEnv says so,
+// and reports whether it did; it does not return if it did.
+func RunNodeFromEnv() bool {
+	if os.Getenv(NodeEnv) == "" {
+		return false
+	}
+	if err := runNode(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "postgres node:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+// runNode initialises the cluster on the first start and runs the server
+// until it exits. The server stays in this process's group, so a signal
+// the harness sends the node's group reaches it (its backends each lead a
+// session of their own: the harness signals the node's descendants too).
+func runNode(args []string) error {
+	fl := flag.NewFlagSet("postgres-node", flag.ContinueOnError)
+	server := fl.String("server", "postgres", "postgres executable")
+	dir := fl.String("dir", ".", "node directory")
+	name := fl.String("name", Primary, "node name (cluster_name)")
+	listen := fl.String("listen", backends.Loopback, "address to listen on")
+	port := fl.Int("port", 5432, "port")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	data := filepath.Join(*dir, dataDir)
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := os.RemoveAll(data); err != nil {
+			return err
+		}
+		initdb := filepath.Join(filepath.Dir(*server), "initdb")
+		// --no-sync: a crash of this machine during a test may lose the
+		// fresh cluster; the server itself runs with fsync on.
+		if err := runAs(initdb, []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(*dir, "initdb.log"), false); err != nil {
+			return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(*dir, "initdb.log"))
+		}
+	}
+	args, sockets := serverArgs(data, *dir, *name, *listen, *port)
+	locks := []string{filepath.Join(data, "postmaster.pid")}
+	if sockets != "" {
+		locks = append(locks, filepath.Join(sockets, fmt.Sprintf(".s.PGSQL.%d.lock", *port)))
+	}
+	for _, lock := range locks {
+		if err := clearStaleLock(lock); err != nil {
+			return err
+		}
+	}
+	return runAs(*server, args, filepath.Join(*dir, LogFile), true)
+}
+
+// clearStaleLock removes a lock file a killed server left (postmaster.pid,
+// its socket's .lock) when the process it names is dead but not yet
+// reaped: its parent, the node process, was killed with it, and until init
+// reaps the zombie the server would take it for a postmaster still running
+// and refuse to start.
+func clearStaleLock(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil // none: a clean start
+	}
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return nil // the server judges a file it cannot read itself
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if i := strings.LastIndexByte(string(stat), ')'); err != nil || (i > 0 && i+2 < len(stat) && stat[i+2] == 'Z') {
+			return os.Remove(path)
+		}
+		if time.Now().After(deadline) {
+			return nil // a live server: let it say so
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// serverArgs is the server's command line and its socket directory: the
+// node's directory unless its path is too long for a socket (108 bytes),
+// else none; clients use TCP on loopback either way.
+func serverArgs(data, dir, name, listen string, port int) (args []string, sockets string) {
+	sockets = dir
+	if len(dir)+len("/.s.PGSQL.65535.lock") >= 108 {
+		sockets = ""
+	}
+	return []string{
+		"-D", data,
+		"-c", "listen_addresses=" + listen,
+		"-p", strconv.Itoa(port),
+		"-c", "unix_socket_directories=" + sockets,
+		"-c", "cluster_name=" + name,
+		"-c", "fsync=on",
+		"-c", "synchronous_commit=on",
+		"-c", "shared_buffers=16MB",
+		"-c", "max_connections=200",
+		"-c", "logging_collector=off",
+		"-c", "log_min_messages=warning",
+	}, sockets
+}
+
+// runAs runs program as a user that is not root and waits for it. With
+// forward set, the signals a node is told to stop by are passed on to it.
+func runAs(program string, args []string, logPath string, forward bool) error {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(program, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}}
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if forward {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
+		go func() {
+			for s := range sigs {
+				cmd.Process.Signal(s) //nolint:errcheck // it may be gone
+			}
+		}()
+	}
+	return cmd.Wait()
+}
