@@ -38,10 +38,14 @@ type reportView struct {
 	Scenario  *history.ScenarioInfo
 	Header    []kv
 	Reproduce string // the command line that runs the same test again
-	Versions  []kv   // the servers' and lockcheck's versions
-	Config    []kv
-	Checks    []checkView
-	Faults    tableView
+	// Repro is the command that reruns the run's reproduction scenario
+	// (ReproFile), for a run that ended false.
+	Repro    string
+	ReproRef string
+	Versions []kv // the servers' and lockcheck's versions
+	Config   []kv
+	Checks   []checkView
+	Faults   tableView
 	// Landing says how many faults landed, for a run with a nemesis.
 	Landing  string
 	Timeline *timeline
@@ -78,9 +82,14 @@ type rowView struct {
 }
 
 // writeReport writes report.html. linVis names porcupine's visualization
-// written beside the report, or is empty when there is none.
-func writeReport(w io.Writer, h *history.History, res *checker.Result, linVis string) error {
-	return reportTemplate.Execute(w, newReportView(h, res, linVis))
+// written beside the report, or is empty when there is none; repro is the
+// command that reruns the run's reproduction, or empty.
+func writeReport(w io.Writer, h *history.History, res *checker.Result, linVis, repro string) error {
+	v := newReportView(h, res, linVis)
+	if repro != "" {
+		v.Repro, v.ReproRef = repro, ReproFile
+	}
+	return reportTemplate.Execute(w, v)
 }
 
 func newReportView(h *history.History, res *checker.Result, linVis string) *reportView {

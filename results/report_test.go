@@ -19,7 +19,7 @@ import (
 func renderReport(t *testing.T, h *history.History, res *checker.Result) string {
 	t.Helper()
 	var buf bytes.Buffer
-	require.NoError(t, writeReport(&buf, h, res, ""))
+	require.NoError(t, writeReport(&buf, h, res, "", ""))
 	return buf.String()
 }
 

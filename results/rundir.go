@@ -24,7 +24,10 @@ const (
 	// LinearizabilityFile is porcupine's visualization of a linearizability
 	// failure, beside the report that links it.
 	LinearizabilityFile = "linearizability.html"
-	LogsDir             = "logs"
+	// ReproFile is the scenario that reproduces a run that ended false
+	// (package scenario/repro writes it), beside the report that links it.
+	ReproFile = "repro.yaml"
+	LogsDir   = "logs"
 	// LatestLink is the symlink in the output folder that names the newest run.
 	LatestLink = "latest"
 )

@@ -41,8 +41,26 @@ func WriteAll(dir string, h *history.History, res *checker.Result) error {
 		}
 	}
 	return writeFileAtomic(dir, ReportFile, func(w io.Writer) error {
-		return writeReport(w, h, res, linVis)
+		return writeReport(w, h, res, linVis, reproCommand(dir, res))
 	})
+}
+
+// reproCommand is the command that reruns the reproduction of a run that
+// ended false, when its directory holds one, or "".
+func reproCommand(dir string, res *checker.Result) string {
+	if res.Valid != checker.Invalid {
+		return ""
+	}
+	path := filepath.Join(dir, ReproFile)
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return ReproCommand(path)
+}
+
+// ReproCommand is the command line that reruns the reproduction at path.
+func ReproCommand(path string) string {
+	return shellJoin([]string{"lockcheck", "scenario", "run", "--file", path})
 }
 
 // WriteLinearizability writes porcupine's own visualization of the window

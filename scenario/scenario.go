@@ -25,23 +25,23 @@ import (
 // File is one scenario as written in YAML.
 type File struct {
 	Name        string `yaml:"name"`
-	Title       string `yaml:"title"`
-	Source      string `yaml:"source"`
-	Explain     string `yaml:"explain"`
+	Title       string `yaml:"title,omitempty"`
+	Source      string `yaml:"source,omitempty"`
+	Explain     string `yaml:"explain,omitempty"`
 	Backend     string `yaml:"backend"`
-	Variant     string `yaml:"variant"`
-	Workload    string `yaml:"workload"`
-	FenceSource string `yaml:"fence_source"`
+	Variant     string `yaml:"variant,omitempty"`
+	Workload    string `yaml:"workload,omitempty"`
+	FenceSource string `yaml:"fence_source,omitempty"`
 	// Resource is the protected resource: memory (the default) or
 	// postgres, as run's --resource.
-	Resource  string            `yaml:"resource"`
+	Resource  string            `yaml:"resource,omitempty"`
 	TTL       Duration          `yaml:"ttl"`
 	Clients   int               `yaml:"clients"`
-	Think     string            `yaml:"think"`
-	Watchdog  bool              `yaml:"watchdog"`
+	Think     string            `yaml:"think,omitempty"`
+	Watchdog  bool              `yaml:"watchdog,omitempty"`
 	TimeLimit Duration          `yaml:"time_limit"`
-	Params    map[string]string `yaml:"params"`
-	Timeline  []Step            `yaml:"timeline"`
+	Params    map[string]string `yaml:"params,omitempty"`
+	Timeline  []Step            `yaml:"timeline,omitempty"`
 	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
@@ -50,13 +50,13 @@ type File struct {
 // Step is one action of the timeline.
 type Step struct {
 	At     Duration `yaml:"at"`
-	When   *When    `yaml:"when"`
+	When   *When    `yaml:"when,omitempty,flow"`
 	Do     string   `yaml:"do"`
-	Target string   `yaml:"target"`
-	For    Duration `yaml:"for"`
-	Offset Duration `yaml:"offset"`
-	Wipe   bool     `yaml:"wipe"`
-	Fault  string   `yaml:"fault"`
+	Target string   `yaml:"target,omitempty"`
+	For    Duration `yaml:"for,omitempty"`
+	Offset Duration `yaml:"offset,omitempty"`
+	Wipe   bool     `yaml:"wipe,omitempty"`
+	Fault  string   `yaml:"fault,omitempty"`
 }
 
 // When waits for a client to reach a moment: "acquired" or a failpoint
@@ -69,13 +69,13 @@ type When struct {
 // Expect is the outcome the scenario must show.
 type Expect struct {
 	// Verdict is true, false or unknown; empty means any.
-	Verdict string `yaml:"verdict"`
+	Verdict string `yaml:"verdict,omitempty"`
 	// Fail and Hold list checks that must fail and must hold.
-	Fail []string `yaml:"fail"`
-	Hold []string `yaml:"hold"`
+	Fail []string `yaml:"fail,omitempty,flow"`
+	Hold []string `yaml:"hold,omitempty,flow"`
 	// Counts constrain numbers of results.json's checks, as
 	// "resource.lost_updates": ">= 1".
-	Counts map[string]string `yaml:"counts"`
+	Counts map[string]string `yaml:"counts,omitempty"`
 }
 
 // Duration is a time.Duration written as "900ms" or "+2s".
@@ -93,6 +93,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	*d = Duration(v)
 	return nil
 }
+
+// MarshalYAML writes the duration as UnmarshalYAML reads it.
+func (d Duration) MarshalYAML() (any, error) { return d.D().String(), nil }
 
 // D is the duration as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
@@ -140,6 +143,10 @@ func Parse(name string, data []byte) (*File, error) {
 	}
 	return &f, nil
 }
+
+// Marshal writes the scenario as YAML that Parse reads back, leaving out
+// fields at their zero value (a reproduction a run wrote, a shrunk one).
+func (f *File) Marshal() ([]byte, error) { return yaml.Marshal(f) }
 
 // lineIndex records the line of every field: top-level ones ("ttl"),
 // timeline steps ("timeline[2]") and their fields ("timeline[2].target"),

@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/scenario/repro"
 )
 
 func newCheckCmd() *cobra.Command {
@@ -45,8 +47,22 @@ func checkDir(dir string, opts checker.Options, w io.Writer) (checker.Validity, 
 	if err != nil {
 		return checker.Unknown, err
 	}
+	if err := writeRepro(dir, h, res); err != nil {
+		return res.Valid, err
+	}
 	results.Summary(w, dir, h, res)
 	return res.Valid, nil
+}
+
+// writeRepro leaves the scenario that reproduces a run that ended false in
+// its directory and rewrites the report to link it (the summary prints the
+// command that reruns it).
+func writeRepro(dir string, h *history.History, res *checker.Result) error {
+	path, err := repro.Write(dir, h, res)
+	if err != nil || path == "" {
+		return err
+	}
+	return results.WriteAll(dir, h, res)
 }
 
 func verdictExit(v checker.Validity) error {

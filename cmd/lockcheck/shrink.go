@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/scenario"
+	"github.com/lockcheck/lockcheck/scenario/shrink"
+)
+
+// MinimalFile is the smallest reproduction shrink found, beside the one it
+// started from.
+const MinimalFile = "minimal.yaml"
+
+func newShrinkCmd() *cobra.Command {
+	var (
+		tries    int
+		budget   time.Duration
+		out      string
+		programs = catalog.Programs{}
+		// runtimeParams gives --runtime and the images as run params.
+		runtimeParams func() (map[string]string, error)
+	)
+	cmd := &cobra.Command{
+		Use:   "shrink RUN_DIR|FILE",
+		Short: "Shrink a failing run's reproduction to the smallest scenario that still fails",
+		Long: `shrink starts from the repro.yaml a run that ended false left in RUN_DIR (or
+from a scenario FILE) and searches for a smaller scenario that still fails
+the same checks: it drops timeline steps (halves first, then one by one),
+halves pauses and clock jumps, removes clients and halves the time limit.
+Each candidate runs --tries times and is kept only when every try fails the
+same checks with every step landed. It prints each candidate, stops when no
+step can be removed or --budget runs out, and writes the smallest scenario
+found to minimal.yaml beside the one it started from. A run that ended true
+has nothing to shrink: shrink refuses it (exit 2).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tries < 1 {
+				return fmt.Errorf("--tries %d: expected at least 1", tries)
+			}
+			if budget <= 0 {
+				return fmt.Errorf("--budget %s: expected a positive duration such as 10m", budget)
+			}
+			from, err := shrinkSource(args[0])
+			if err != nil {
+				return err
+			}
+			f, err := readScenario(from)
+			if err != nil {
+				return err
+			}
+			runParams, err := runtimeParams()
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				out = filepath.Join(filepath.Dir(from), "shrink-runs")
+			}
+			if _, err := harness.Preflight(f.Config(out, programs, runParams)); err != nil {
+				return fmt.Errorf("%s: %w", from, err)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "shrinking %s: %d steps, %d clients, time limit %s; each candidate %d times, budget %s\n",
+				from, len(f.Timeline), f.Clients, f.TimeLimit.D(), tries, budget)
+			run := func(ctx context.Context, c *scenario.File) (bool, error) {
+				o, err := scenario.Run(ctx, c, out, programs, runParams)
+				if err != nil {
+					return false, err
+				}
+				return o.Comparison.OK(), nil
+			}
+			res, err := shrink.Shrink(ctx, f, run, shrink.Options{Tries: tries, Budget: budget, Log: w})
+			minimal := describeMinimal(f, res.Minimal)
+			path := filepath.Join(filepath.Dir(from), MinimalFile)
+			data, merr := minimal.Marshal()
+			if merr != nil {
+				return merr
+			}
+			if werr := os.WriteFile(path, data, 0o644); werr != nil {
+				return werr
+			}
+			note := "no candidate can be made smaller"
+			if res.OutOfBudget {
+				note = "the budget ran out: the smallest found so far"
+			}
+			fmt.Fprintf(w, "%d candidates tried, %d kept; %s\n%s\nminimal: %s\nrerun:   %s\n",
+				res.Tried, res.Kept, note, minimal.Explain, path, results.ReproCommand(path))
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&tries, "tries", 3, "runs of each candidate; it is kept only when every one fails the same checks")
+	cmd.Flags().DurationVar(&budget, "budget", 10*time.Minute, "time the whole search may take; when it runs out, the smallest scenario found so far is written")
+	cmd.Flags().StringVar(&out, "out", "", "directory that holds the candidates' run directories (default: shrink-runs beside the scenario)")
+	programFlags(cmd.Flags(), programs)
+	runtimeParams = runtimeFlags(cmd.Flags())
+	return cmd
+}
+
+// shrinkSource is the scenario to shrink: a file as given, or the
+// repro.yaml of a run directory, which a run that ended true has none of.
+func shrinkSource(arg string) (string, error) {
+	if info, err := os.Stat(arg); err == nil && !info.IsDir() {
+		return arg, nil
+	}
+	dir, err := results.OpenRunDir(arg)
+	if err != nil {
+		return "", err
+	}
+	res, err := results.ReadResults(dir)
+	if err != nil {
+		return "", err
+	}
+	if res.Valid != checker.Invalid {
+		return "", fmt.Errorf("%s ended %s: there is no failure to shrink (shrink takes a run that ended false)", arg, res.Valid)
+	}
+	path := filepath.Join(dir, results.ReproFile)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s has no %s: run lockcheck check %s to write it", arg, results.ReproFile, arg)
+	}
+	return path, nil
+}
+
+func readScenario(path string) (*scenario.File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return scenario.Parse(path, data)
+}
+
+// describeMinimal names the minimal scenario and says what was left.
+func describeMinimal(from, m *scenario.File) *scenario.File {
+	c := *m
+	c.Name = strings.TrimPrefix(from.Name, "repro-") + "-minimal"
+	c.Title = "Minimal reproduction: " + strings.TrimPrefix(from.Title, "Reproduction of ")
+	var steps []string
+	for _, s := range m.Timeline {
+		steps = append(steps, shrink.DescribeStep(s))
+	}
+	left := "no fault at all"
+	if len(steps) > 0 {
+		left = strings.Join(steps, "; ")
+	}
+	c.Explain = fmt.Sprintf("Shrunk from %d steps, %d clients and %s to %d clients and %s: %s. It still fails %s.",
+		len(from.Timeline), from.Clients, from.TimeLimit.D(), m.Clients, m.TimeLimit.D(), left, strings.Join(m.Expect.Fail, ", "))
+	return &c
+}

@@ -1,0 +1,132 @@
+package repro
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/scenario"
+)
+
+const ms = int64(time.Millisecond)
+
+// failingRun is a redis run of 3 clients in which step 2, pause-holder,
+// stopped c4 (slot 1, restarted once) at before-write for 1s, and c0 was
+// granted the lock during the pause; step 1, a pause of a node long
+// before, and step 3, a failover after, were not in force.
+func failingRun() (*history.History, *checker.Result) {
+	t0 := int64(1_000_000_000)
+	nem := func(t int64, f string, v history.Value) history.Event {
+		return history.Event{Time: t0 + t*ms, Process: history.Nemesis, Type: history.Info, F: f, Value: &v}
+	}
+	h := &history.History{
+		Header: history.Header{StartTime: t0 - 300*ms, Config: history.RunConfig{
+			Backend: "redis", Variant: "correct", Workload: "unfenced", Nemesis: []string{"pause-holder"},
+			Clients: 3, TTLms: 500, TimeLimitMs: 10_000, Think: "20ms", Params: map[string]string{"k": "v"},
+			CommandLine: []string{"lockcheck", "run", "--nemesis", "pause-holder"},
+		}},
+		Events: []history.Event{
+			{Time: t0, Process: 0, Type: history.Invoke, F: "acquire", Key: "k0"},
+			nem(1000, history.NemPause, history.Value{Target: "redis-0", DurationMs: 200, Step: 1}),
+			nem(1200, history.NemResume, history.Value{Target: "redis-0", Step: 1}),
+			nem(1200, history.NemLanding, history.Value{Fault: "pause-node", Step: 1, Landed: history.Bool(true)}),
+			nem(4000, history.NemFailpoint, history.Value{Target: "c4", Failpoint: "before-write", Step: 2}),
+			nem(4001, history.NemPause, history.Value{Target: "c4", Failpoint: "before-write", DurationMs: 1000, Step: 2}),
+			nem(5001, history.NemResume, history.Value{Target: "c4", Step: 2}),
+			nem(5001, history.NemLanding, history.Value{Fault: "pause-holder", Step: 2, Landed: history.Bool(true)}),
+			nem(8000, "switch-master", history.Value{Target: "redis-1", Step: 3}),
+			nem(8100, history.NemLanding, history.Value{Fault: "failover-lost-lock", Step: 3, Landed: history.Bool(true)}),
+		},
+	}
+	res := &checker.Result{
+		Valid: checker.Invalid,
+		Span:  checker.Interval{Start: t0, End: t0 + 10_000*ms},
+		Faults: []checker.Fault{
+			{Kind: "pause", Target: "redis-0", Start: t0 + 1000*ms, End: t0 + 1200*ms, Step: 1},
+			{Kind: "pause", Target: "c4", Start: t0 + 4001*ms, End: t0 + 5001*ms, Failpoint: "before-write", Step: 2},
+			{Kind: "switch-master", Target: "redis-1", Start: t0 + 8000*ms, End: t0 + 8000*ms, Step: 3},
+		},
+	}
+	res.Checks.LeaseSafety.Valid = true
+	res.Checks.DoubleOwnership = checker.DoubleOwnership{Windows: 1, UnsafeWrites: 1,
+		List: []checker.Window{{Start: t0 + 4600*ms, End: t0 + 5001*ms, Unsafe: 1}}}
+	res.Checks.Resource = checker.ResourceSafety{LostUpdates: 1,
+		Anomalies: []checker.ResourceAnomaly{{Kind: "lost-update", Time: t0 + 5002*ms}}}
+	res.Checks.Fencing.Valid = true
+	res.Checks.Linearizability.Result = "ok"
+	return h, res
+}
+
+func TestFromRunRoundTrips(t *testing.T) {
+	h, res := failingRun()
+	data, err := FromRun("run-1", h, res).Marshal()
+	require.NoError(t, err)
+	f, err := scenario.Parse(File, data)
+	require.NoError(t, err, "%s", data)
+
+	assert.Equal(t, "repro-run-1", f.Name)
+	assert.Equal(t, "redis", f.Backend)
+	assert.Equal(t, "correct", f.Variant)
+	assert.Equal(t, "unfenced", f.Workload)
+	assert.Equal(t, 500*time.Millisecond, f.TTL.D())
+	assert.Equal(t, 3, f.Clients)
+	assert.Equal(t, 10*time.Second, f.TimeLimit.D())
+	assert.Equal(t, map[string]string{"k": "v"}, f.Params)
+	assert.Equal(t, "false", f.Expect.Verdict)
+	assert.ElementsMatch(t, []string{"double_ownership", "resource"}, f.Expect.Fail)
+	// Only the pause in force around the anomalies, aimed at the failpoint
+	// of the client's slot, a lease before the run found it there.
+	require.Len(t, f.Timeline, 1, "%s", data)
+	assert.Equal(t, scenario.Step{
+		At: scenario.Duration(3500 * time.Millisecond), When: &scenario.When{Client: "c1", Reaches: "before-write"},
+		Do: "pause", Target: "c1", For: scenario.Duration(time.Second),
+	}, f.Timeline[0])
+}
+
+func TestFromRunAims(t *testing.T) {
+	h, res := failingRun()
+	// A lease violation around the failover and the node pause: the node
+	// pause is said in the timeline's verbs at its time, the failover is
+	// replayed as the fault itself.
+	t0 := res.Span.Start
+	res.Checks.LeaseSafety = checker.LeaseSafety{Violations: 1, Evidence: []checker.LeaseViolation{{
+		Earlier: checker.Grant{Invoke: t0 + 900*ms}, Later: checker.Grant{OK: t0 + 8050*ms},
+	}}}
+	f, err := scenario.Parse(File, must(FromRun("run-2", h, res).Marshal()))
+	require.NoError(t, err)
+	require.Len(t, f.Timeline, 3)
+	assert.Equal(t, scenario.Step{At: scenario.Duration(time.Second), Do: "pause", Target: "redis-0", For: scenario.Duration(200 * time.Millisecond)}, f.Timeline[0])
+	assert.Equal(t, "pause", f.Timeline[1].Do)
+	assert.Equal(t, scenario.Step{At: scenario.Duration(7500 * time.Millisecond), Do: "fault", Fault: "failover-lost-lock"}, f.Timeline[2])
+	assert.Contains(t, f.Expect.Fail, "lease_safety")
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	h, res := failingRun()
+	path, err := Write(dir, h, res)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, File), path)
+	assert.FileExists(t, path)
+
+	// A run that ended true writes none, and leaves no stale one behind.
+	res.Valid = checker.Valid
+	path, err = Write(dir, h, res)
+	require.NoError(t, err)
+	assert.Empty(t, path)
+	_, err = os.Stat(filepath.Join(dir, File))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

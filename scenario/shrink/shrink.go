@@ -1,0 +1,332 @@
+// Package shrink reduces a failing scenario to a smallest one that still
+// fails the same checks: delta debugging over its timeline (drop steps,
+// shorten pauses and clock jumps), then fewer clients and a shorter time
+// limit. Each candidate is rerun several times and kept only when every
+// try reproduces the failure, since a flaky candidate is no reproduction.
+package shrink
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/lockcheck/lockcheck/scenario"
+)
+
+// Runner runs a scenario once and reports whether it showed what the
+// scenario expects (the same checks failed and every step landed). An
+// error is a run that could not be judged; it counts as no reproduction.
+type Runner func(ctx context.Context, f *scenario.File) (bool, error)
+
+// Options bound the search.
+type Options struct {
+	// Tries is how many runs of a candidate must all reproduce.
+	Tries int
+	// Budget bounds the whole search; when it runs out, the smallest
+	// candidate found so far is the result.
+	Budget time.Duration
+	// Log receives one line per candidate tried.
+	Log io.Writer
+}
+
+// Outcome is where the search ended.
+type Outcome struct {
+	Minimal *scenario.File
+	// Tried and Kept count candidates; OutOfBudget says the search was cut
+	// short before no step could be removed.
+	Tried, Kept int
+	OutOfBudget bool
+}
+
+// Shrink searches, from f, for a smaller scenario that run still finds
+// failing. f itself is not rerun: it is the failure's reproduction.
+func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Outcome, error) {
+	if opts.Tries < 1 {
+		opts.Tries = 1
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	parent := ctx
+	if opts.Budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Budget)
+		defer cancel()
+	}
+	s := &search{ctx: ctx, run: run, opts: opts, best: f}
+	for changed := true; changed && !s.stopped(); {
+		changed = s.dropSteps()
+		changed = s.shortenSteps() || changed
+		changed = s.earlierSteps() || changed
+		changed = s.renumberClients() || changed
+		changed = s.fewerClients() || changed
+		changed = s.shorterLimit() || changed
+	}
+	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped()}
+	// Interrupted (not out of budget): the smallest so far, and why.
+	return out, parent.Err()
+}
+
+type search struct {
+	ctx         context.Context
+	run         Runner
+	opts        Options
+	best        *scenario.File
+	tried, kept int
+}
+
+func (s *search) stopped() bool { return s.ctx.Err() != nil }
+
+// try reruns candidate c, described by what, and keeps it when every try
+// reproduces the failure.
+func (s *search) try(what string, c *scenario.File) bool {
+	if s.stopped() {
+		return false
+	}
+	c, err := valid(c)
+	if err != nil {
+		fmt.Fprintf(s.opts.Log, "skip  %s: %v\n", what, err)
+		return false
+	}
+	s.tried++
+	for i := 1; i <= s.opts.Tries; i++ {
+		ok, err := s.run(s.ctx, c)
+		if s.stopped() {
+			fmt.Fprintf(s.opts.Log, "stop  %s: the budget ran out\n", what)
+			return false
+		}
+		if !ok {
+			why := "did not fail the same checks"
+			if err != nil {
+				why = err.Error()
+			}
+			fmt.Fprintf(s.opts.Log, "drop  %s: try %d of %d %s\n", what, i, s.opts.Tries, why)
+			return false
+		}
+	}
+	s.kept++
+	s.best = c
+	fmt.Fprintf(s.opts.Log, "keep  %s: failed the same checks in %d of %d tries (%s)\n", what, s.opts.Tries, s.opts.Tries, size(c))
+	return true
+}
+
+// dropSteps removes timeline steps, halves first (delta debugging), then
+// one at a time, until no single step can go.
+func (s *search) dropSteps() bool {
+	changed := false
+	for n := len(s.best.Timeline) / 2; n >= 1 && !s.stopped(); {
+		removed := false
+		for i := 0; i+n <= len(s.best.Timeline) && !s.stopped(); {
+			c := clone(s.best)
+			c.Timeline = slices.Delete(c.Timeline, i, i+n)
+			if s.try(describeDrop(s.best, i, n), c) {
+				removed, changed = true, true
+				continue // the next chunk moved into place i
+			}
+			i += n
+		}
+		if !removed || n > len(s.best.Timeline)/2 {
+			n /= 2
+		}
+	}
+	return changed
+}
+
+func describeDrop(f *scenario.File, i, n int) string {
+	if n == 1 {
+		return fmt.Sprintf("drop step %d (%s)", i+1, DescribeStep(f.Timeline[i]))
+	}
+	return fmt.Sprintf("drop steps %d-%d", i+1, i+n)
+}
+
+// DescribeStep says a step as a line: "pause c1 for 1s when c1 reaches
+// before-write".
+func DescribeStep(st scenario.Step) string {
+	out := st.Do + " " + st.Target + st.Fault
+	if st.For > 0 {
+		out += " for " + st.For.D().String()
+	}
+	if st.Offset != 0 {
+		out += " by " + st.Offset.D().String()
+	}
+	if st.When != nil {
+		out += " when " + st.When.Client + " reaches " + st.When.Reaches
+	}
+	return out + " at " + st.At.D().String()
+}
+
+// shortenSteps halves each pause and clock jump while the failure stays.
+func (s *search) shortenSteps() bool {
+	changed := false
+	for i := 0; i < len(s.best.Timeline) && !s.stopped(); i++ {
+		for !s.stopped() {
+			st := s.best.Timeline[i]
+			c := clone(s.best)
+			switch {
+			case st.For >= scenario.Duration(20*time.Millisecond):
+				c.Timeline[i].For = roundMs(st.For / 2)
+			case st.Do == "clock" && abs(st.Offset) >= scenario.Duration(20*time.Millisecond):
+				c.Timeline[i].Offset = roundMs(st.Offset / 2)
+			default:
+				st.Do = "" // nothing left to shorten
+			}
+			if st.Do == "" || !s.try(fmt.Sprintf("shorten step %d to %s", i+1, DescribeStep(c.Timeline[i])), c) {
+				break
+			}
+			changed = true
+		}
+	}
+	return changed
+}
+
+// earlierSteps halves when each step may start, so that a shorter time
+// limit can hold it (a step aimed at a moment still waits for it).
+func (s *search) earlierSteps() bool {
+	changed := false
+	for i := 0; i < len(s.best.Timeline) && !s.stopped(); i++ {
+		for s.best.Timeline[i].At >= scenario.Duration(200*time.Millisecond) && !s.stopped() {
+			c := clone(s.best)
+			c.Timeline[i].At = roundMs(c.Timeline[i].At / 2)
+			if !s.try(fmt.Sprintf("start step %d at %s", i+1, c.Timeline[i].At.D()), c) {
+				break
+			}
+			changed = true
+		}
+	}
+	return changed
+}
+
+// renumberClients names the timeline's clients c0, c1, ... in the order
+// they appear: clients are alike, and a timeline that names c3 alone needs
+// four of them where it could need one.
+func (s *search) renumberClients() bool {
+	names := map[string]string{}
+	rename := func(n string) string {
+		if !isClient(n) {
+			return n
+		}
+		if _, ok := names[n]; !ok {
+			names[n] = fmt.Sprintf("c%d", len(names))
+		}
+		return names[n]
+	}
+	c := clone(s.best)
+	same := true
+	for i, st := range c.Timeline {
+		c.Timeline[i].Target = rename(st.Target)
+		if st.When != nil {
+			w := *st.When
+			w.Client = rename(w.Client)
+			c.Timeline[i].When = &w
+		}
+		same = same && c.Timeline[i].Target == st.Target && whenClient(c.Timeline[i]) == whenClient(st)
+	}
+	if same {
+		return false
+	}
+	return s.try("rename the clients c0, c1, ... in order", c)
+}
+
+// isClient tells a client's name (c3) from a node's.
+func isClient(name string) bool {
+	var i int
+	n, err := fmt.Sscanf(name, "c%d", &i)
+	return err == nil && n == 1 && fmt.Sprintf("c%d", i) == name
+}
+
+// fewerClients removes clients down to the fewest the timeline names.
+func (s *search) fewerClients() bool {
+	changed := false
+	for s.best.Clients > minClients(s.best) && !s.stopped() {
+		c := clone(s.best)
+		c.Clients--
+		if !s.try(fmt.Sprintf("%d clients", c.Clients), c) {
+			break
+		}
+		changed = true
+	}
+	return changed
+}
+
+// minClients is one more than the highest client the timeline names, and
+// at least two: one client alone cannot share a lock.
+func minClients(f *scenario.File) int {
+	n := 2
+	for _, st := range f.Timeline {
+		for _, name := range []string{st.Target, whenClient(st)} {
+			var i int
+			if isClient(name) {
+				fmt.Sscanf(name, "c%d", &i) //nolint:errcheck // isClient read it
+				n = max(n, i+1)
+			}
+		}
+	}
+	return n
+}
+
+func whenClient(st scenario.Step) string {
+	if st.When == nil {
+		return ""
+	}
+	return st.When.Client
+}
+
+// shorterLimit halves the time limit, down to a little after the last
+// step's fault is over.
+func (s *search) shorterLimit() bool {
+	changed := false
+	for !s.stopped() {
+		floor := s.best.TTL*4 + scenario.Duration(time.Second)
+		for _, st := range s.best.Timeline {
+			if end := st.At + st.For + s.best.TTL*4 + scenario.Duration(time.Second); end > floor {
+				floor = end
+			}
+		}
+		limit := max(roundMs(s.best.TimeLimit/2), roundMs(floor))
+		if limit >= s.best.TimeLimit {
+			break
+		}
+		c := clone(s.best)
+		c.TimeLimit = limit
+		if !s.try("time limit "+limit.D().String(), c) {
+			break
+		}
+		changed = true
+	}
+	return changed
+}
+
+// size says how big a scenario is, for the log.
+func size(f *scenario.File) string {
+	return fmt.Sprintf("%d steps, %d clients, time limit %s", len(f.Timeline), f.Clients, f.TimeLimit.D())
+}
+
+func clone(f *scenario.File) *scenario.File {
+	c := *f
+	c.Timeline = slices.Clone(f.Timeline)
+	return &c
+}
+
+// valid checks a candidate as a scenario file would be checked, by writing
+// it and reading it back.
+func valid(c *scenario.File) (*scenario.File, error) {
+	data, err := c.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return scenario.Parse(c.Name, data)
+}
+
+// roundMs rounds a duration to the millisecond, as a scenario writes it.
+func roundMs(d scenario.Duration) scenario.Duration {
+	return scenario.Duration(d.D().Round(time.Millisecond))
+}
+
+func abs(d scenario.Duration) scenario.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
