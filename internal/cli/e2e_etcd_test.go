@@ -97,11 +97,20 @@ func TestEtcdWithoutFaultsIsClean(t *testing.T) {
 func TestEtcdUnfencedPausedHolderLosesUpdates(t *testing.T) {
 	t.Parallel()
 	inv, r := runEtcd(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "1s", "--pause", "3s", "--time-limit", "12s")
+	assertSessionHolderLostUpdates(t, "etcd", inv, r)
+}
+
+// assertSessionHolderLostUpdates holds an unfenced run of a session-based
+// lock (etcd, ZooKeeper) under pause-holder to what it must show: lost
+// updates and double ownership, no broken promise of the service, and a
+// holder that noticed, after its write, that its session was gone.
+func assertSessionHolderLostUpdates(t *testing.T, service string, inv invocation, r *resultsAndHistory) {
+	t.Helper()
 	assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 	assert.Equal(t, checker.Invalid, r.valid)
 	assert.GreaterOrEqual(t, r.checks.Resource.LostUpdates, 1)
 	assert.GreaterOrEqual(t, r.checks.DoubleOwnership.Windows, 1)
-	assert.Zero(t, r.checks.LeaseSafety.Violations, "a paused client does not make etcd break its promise")
+	assert.Zero(t, r.checks.LeaseSafety.Violations, "a paused client does not make %s break its promise", service)
 	var noticed bool
 	for _, e := range r.events {
 		noticed = noticed || (e.F == history.FRelease && e.Type == history.Invoke && e.Value != nil && e.Value.Detail == workloads.LeaseLost)
