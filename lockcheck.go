@@ -148,7 +148,7 @@ func Register(b Backend) {
 		if err != nil {
 			panic(fmt.Sprintf("lockcheck: backend %s: topology: %v", b.Name, err))
 		}
-		entry.Nodes, entry.ClientAddrs, entry.Ready, entry.Control = top.Nodes, top.ClientAddrs, top.Ready, top.Control
+		entry.Nodes, entry.ClientAddrs, entry.Ready, entry.Service = top.Nodes, top.ClientAddrs, top.Ready, top.Service
 		entry.Programs, entry.Signature, entry.Diskless = top.Programs, top.Signature, top.Diskless
 	}
 	catalog.Register(entry)

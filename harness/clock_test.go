@@ -18,16 +18,16 @@ import (
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
-// clockTargets offers the nemesis a topology's nodes and its control
+// clockTargets offers the nemesis a topology's nodes and its service handle
 // handle, with no clients.
 type clockTargets struct {
 	nodes   []*node
-	control any
+	service any
 }
 
 func (c clockTargets) Holder() (nemesis.Client, bool) { return nil, false }
 func (c clockTargets) Clients() []nemesis.Client      { return nil }
-func (c clockTargets) Service() any                   { return c.control }
+func (c clockTargets) Service() any                   { return c.service }
 func (c clockTargets) Nodes() []nemesis.Target {
 	out := make([]nemesis.Target, len(c.nodes))
 	for i, n := range c.nodes {
@@ -99,14 +99,14 @@ func redlockNodes(t *testing.T) ([]*node, map[string]*goredis.Client, any) {
 		t.Cleanup(func() { clients[n.Name()].Close() })
 		eps[i] = n.ep
 	}
-	return nodes, clients, redlock.NewControl(eps)
+	return nodes, clients, redlock.NewService(eps)
 }
 
-func clockEnv(t *testing.T, nodes []*node, control any, rec *clockRecorder, pause time.Duration, params map[string]string) *nemesis.Env {
+func clockEnv(t *testing.T, nodes []*node, service any, rec *clockRecorder, pause time.Duration, params map[string]string) *nemesis.Env {
 	settings, err := nemesis.ParseSettings(params)
 	require.NoError(t, err)
 	return &nemesis.Env{
-		Targets: clockTargets{nodes, control}, Record: rec.record, Rand: rand.New(rand.NewPCG(7, 7)),
+		Targets: clockTargets{nodes, service}, Record: rec.record, Rand: rand.New(rand.NewPCG(7, 7)),
 		Pause: pause, Settings: settings, Patience: time.Second,
 	}
 }
@@ -138,12 +138,12 @@ func exists(rdb *goredis.Client, key string) bool {
 // and 0 after the reset.
 func TestClockJumpForwardExpiresKeys(t *testing.T) {
 	t.Parallel()
-	nodes, clients, control := redlockNodes(t)
+	nodes, clients, service := redlockNodes(t)
 	setEverywhere(t, clients, "lock-0", 10*time.Second)
 	rec := &clockRecorder{}
 	done := make(chan error, 1)
 	go func() {
-		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, control, rec, 2*time.Second, map[string]string{nemesis.ParamSkew: "20s"})))
+		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, service, rec, 2*time.Second, map[string]string{nemesis.ParamSkew: "20s"})))
 	}()
 	jump := rec.first(t, history.NemClockJump)
 	jumped := jump.Value.Target
@@ -172,13 +172,13 @@ func TestClockJumpForwardExpiresKeys(t *testing.T) {
 func TestClockJumpBackwardKeepsKeysPastTheirTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 10 * time.Second
-	nodes, clients, control := redlockNodes(t)
+	nodes, clients, service := redlockNodes(t)
 	set := time.Now()
 	setEverywhere(t, clients, "lock-0", ttl)
 	rec := &clockRecorder{}
 	done := make(chan error, 1)
 	go func() {
-		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, control, rec, ttl+2*time.Second, map[string]string{nemesis.ParamSkew: "-20s"})))
+		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, service, rec, ttl+2*time.Second, map[string]string{nemesis.ParamSkew: "-20s"})))
 	}()
 	jump := rec.first(t, history.NemClockJump)
 	jumped := jump.Value.Target
@@ -202,11 +202,11 @@ func TestClockJumpBackwardKeepsKeysPastTheirTTL(t *testing.T) {
 // lasts, as TIME on the node shows, and leaves it at the real time.
 func TestClockStrobeFlipsTheClock(t *testing.T) {
 	t.Parallel()
-	nodes, clients, control := redlockNodes(t)
+	nodes, clients, service := redlockNodes(t)
 	rec := &clockRecorder{}
 	done := make(chan error, 1)
 	go func() {
-		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, control, rec, time.Second, map[string]string{
+		done <- landedErr(nemesis.ClockSkew(context.Background(), clockEnv(t, nodes, service, rec, time.Second, map[string]string{
 			nemesis.ParamSkew: "20s", nemesis.ParamClockMode: nemesis.ClockStrobe, nemesis.ParamStrobePeriod: "100ms",
 		})))
 	}()

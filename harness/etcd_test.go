@@ -25,15 +25,15 @@ import (
 type etcdCluster struct {
 	nodes   []*node
 	eps     []backends.Endpoint
-	control *etcd.Cluster
+	service *etcd.Cluster
 }
 
 // startEtcd starts the etcd topology as a run does (the members are this
 // test binary, see TestMain) and waits until it has a leader.
 func startEtcd(t *testing.T) (etcdCluster, time.Duration) {
 	t.Helper()
-	nodes, eps, control, took := startService(t, "etcd", 30*time.Second)
-	return etcdCluster{nodes: nodes, eps: eps, control: control.(*etcd.Cluster)}, took
+	nodes, eps, service, took := startService(t, "etcd", 30*time.Second)
+	return etcdCluster{nodes: nodes, eps: eps, service: service.(*etcd.Cluster)}, took
 }
 
 func (c etcdCluster) node(name string) *node {
@@ -92,7 +92,7 @@ func TestEtcdClusterStartsInUnderFiveSeconds(t *testing.T) {
 		assert.FileExists(t, filepath.Join(n.ep.Dir, etcd.LogFile), "the member logs into its node directory")
 		assert.DirExists(t, filepath.Join(n.ep.Dir, "data", "member"), "the member keeps its data in its node directory")
 	}
-	leader, err := c.control.Leader(context.Background())
+	leader, err := c.service.Leader(context.Background())
 	require.NoError(t, err)
 	assert.NotNil(t, c.node(leader), "the leader is one of the nodes")
 }
@@ -103,12 +103,12 @@ func TestPauseLeaderElectsANewLeader(t *testing.T) {
 	t.Parallel()
 	c, _ := startEtcd(t)
 	ctx := context.Background()
-	old, err := c.control.Leader(ctx)
+	old, err := c.service.Leader(ctx)
 	require.NoError(t, err)
 
 	rec := &recorder{}
 	env := &nemesis.Env{
-		Targets:  serviceTargets{nodeTargets{c.nodes}, c.control},
+		Targets:  serviceTargets{nodeTargets{c.nodes}, c.service},
 		Record:   rec.record,
 		Rand:     rand.New(rand.NewPCG(1, 2)),
 		Pause:    4 * time.Second,
@@ -120,7 +120,7 @@ func TestPauseLeaderElectsANewLeader(t *testing.T) {
 	require.Eventually(t, func() bool { return processState(c.node(old).PID()) == "T" }, 2*time.Second, 10*time.Millisecond, "the leader should be stopped")
 	var next string
 	require.Eventually(t, func() bool {
-		next, err = c.control.Leader(ctx)
+		next, err = c.service.Leader(ctx)
 		return err == nil && next != old
 	}, 3*time.Second, 50*time.Millisecond, "the others should elect a new leader while %s is stopped", old)
 	assert.Equal(t, "T", processState(c.node(old).PID()), "the new leader was elected while the old one was still stopped")
@@ -145,7 +145,7 @@ func TestKillRestartKeepsAMembersData(t *testing.T) {
 
 	rec := &recorder{}
 	env := &nemesis.Env{
-		Targets:  serviceTargets{nodeTargets{c.nodes}, c.control},
+		Targets:  serviceTargets{nodeTargets{c.nodes}, c.service},
 		Record:   rec.record,
 		Rand:     rand.New(rand.NewPCG(1, 2)),
 		Settings: nemesis.Settings{RestartDelay: 500 * time.Millisecond},

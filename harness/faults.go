@@ -41,7 +41,7 @@ func CheckFaults(cfg Config, b catalog.Backend) error {
 }
 
 // faultTopology is what a run of cfg against b will offer the nemesis,
-// derived from the backend's node specs, the type of its control handle and
+// derived from the backend's node specs, the type of its service handle and
 // the runtime.
 func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 	specs := nodeSpecs(cfg, b)
@@ -69,14 +69,14 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		// Containers on the run's own network can be disconnected from it.
 		t.Offers = append(t.Offers, nemesis.CapPartition)
 	}
-	if b.Control != nil && t.Nodes > 0 {
+	if b.Service != nil && t.Nodes > 0 {
 		// The handle's type says what it can do; it is built on endpoints
 		// that serve nothing yet, and only its type is looked at.
 		eps := make([]backends.Endpoint, len(specs))
 		for i, s := range specs {
 			eps[i] = backends.Endpoint{Name: s.Name, Ports: make([]int, max(s.Ports, 1))}
 		}
-		svc := b.Control(eps)
+		svc := b.Service(eps)
 		if _, ok := svc.(nemesis.LeaderFinder); ok {
 			t.Offers = append(t.Offers, nemesis.CapLeader)
 		}

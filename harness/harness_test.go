@@ -272,5 +272,5 @@ func startService(t *testing.T, backend string, ready time.Duration) ([]*node, [
 	ctx, cancel := context.WithTimeout(context.Background(), ready)
 	defer cancel()
 	require.NoError(t, b.Ready(ctx, eps))
-	return nodes, eps, b.Control(eps), time.Since(begin)
+	return nodes, eps, b.Service(eps), time.Since(begin)
 }

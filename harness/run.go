@@ -275,14 +275,14 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			}
 		}()
 	}
-	if backend.Control != nil && len(cfg.Addrs) == 0 {
-		f.control = backend.Control(eps)
+	if backend.Service != nil && len(cfg.Addrs) == 0 {
+		f.service = backend.Service(eps)
 	}
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		if w, ok := f.control.(serviceWatcher); ok {
+		if w, ok := f.service.(serviceWatcher); ok {
 			if err := w.Watch(watchCtx, f.recordNemesis); err != nil {
 				log.Warn("watching the lock service", "err", err)
 			}
@@ -368,7 +368,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	return out, nil
 }
 
-// serviceWatcher is a backend's control handle that reports what the
+// serviceWatcher is a backend's service handle that reports what the
 // service does on its own while the test runs (a Sentinel promoting a
 // replica, a node changing role); each report is a nemesis event, so the
 // report shows who led when, whatever caused the change.
@@ -386,8 +386,8 @@ type fleet struct {
 	log   *slog.Logger
 	dir   string
 	base  workerproc.Config
-	// control is the backend's service-level handle for the nemesis, if any.
-	control any
+	// service is the backend's service-level handle for the nemesis, if any.
+	service any
 
 	mu       sync.Mutex
 	slots    []*worker
@@ -645,7 +645,7 @@ func (f *fleet) Lookup(name string) (nemesis.Target, bool) {
 }
 
 // Service implements nemesis.Targets.
-func (f *fleet) Service() any { return f.control }
+func (f *fleet) Service() any { return f.service }
 
 // Nodes implements nemesis.Targets.
 func (f *fleet) Nodes() []nemesis.Target {

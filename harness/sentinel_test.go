@@ -29,7 +29,7 @@ import (
 type sentinelTopology struct {
 	nodes   []*node
 	eps     []backends.Endpoint
-	control *sentinel.Control
+	service *sentinel.Service
 }
 
 // faultSettings are the defaults with down-after above the sentinels' 1 s
@@ -63,7 +63,7 @@ func startSentinel(t *testing.T, s sentinel.Settings) *sentinelTopology {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, sentinel.Ready(ctx, top.eps))
-	top.control = sentinel.NewControl(top.eps)
+	top.service = sentinel.NewService(top.eps)
 	return top
 }
 
@@ -76,13 +76,13 @@ func (s *sentinelTopology) node(name string) *node {
 	panic("no node " + name)
 }
 
-// sentinelTargets offers a fault the topology's nodes and its control.
+// sentinelTargets offers a fault the topology's nodes and its service handle.
 type sentinelTargets struct {
 	nodeTargets
-	control *sentinel.Control
+	service *sentinel.Service
 }
 
-func (s sentinelTargets) Service() any { return s.control }
+func (s sentinelTargets) Service() any { return s.service }
 
 // eventLog keeps nemesis events as "verb target detail".
 type eventLog struct {
@@ -124,7 +124,7 @@ func (s *sentinelTopology) faultEnv(t *testing.T) (*nemesis.Env, *eventLog) {
 	rec := &eventLog{times: map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.control.Watch(ctx, rec.record) }()
+	go func() { done <- s.service.Watch(ctx, rec.record) }()
 	t.Cleanup(func() {
 		cancel()
 		assert.NoError(t, <-done)
@@ -132,7 +132,7 @@ func (s *sentinelTopology) faultEnv(t *testing.T) (*nemesis.Env, *eventLog) {
 	// The watcher first records every node's role.
 	require.Eventually(t, func() bool { return rec.has("role redis-0 master") }, 5*time.Second, 10*time.Millisecond)
 	return &nemesis.Env{
-		Targets:  sentinelTargets{nodeTargets{s.nodes}, s.control},
+		Targets:  sentinelTargets{nodeTargets{s.nodes}, s.service},
 		Record:   rec.record,
 		Rand:     rand.New(rand.NewPCG(1, 2)),
 		Patience: time.Second,
@@ -149,13 +149,13 @@ func TestFailoverKillPromotesAReplica(t *testing.T) {
 
 	require.NoError(t, landedErr(nemesis.FailoverKill(ctx, env)))
 
-	promoted, err := top.control.Master(ctx)
+	promoted, err := top.service.Master(ctx)
 	require.NoError(t, err)
 	assert.Contains(t, []string{"redis-1", "redis-2"}, promoted)
-	role, err := top.control.Role(ctx, promoted)
+	role, err := top.service.Role(ctx, promoted)
 	require.NoError(t, err)
 	assert.Equal(t, "master", role, "the promoted node answers ROLE as master")
-	role, err = top.control.Role(ctx, "redis-0")
+	role, err = top.service.Role(ctx, "redis-0")
 	require.NoError(t, err)
 	assert.Equal(t, "replica of "+promoted, role, "the restarted old master rejoined as a replica")
 
@@ -190,7 +190,7 @@ func TestFailoverPauseLeavesTwoMasters(t *testing.T) {
 			}
 			masters := 0
 			for i := 0; i < 3; i++ {
-				if r, err := top.control.Role(ctx, sentinel.DataName(i)); err == nil && r == "master" {
+				if r, err := top.service.Role(ctx, sentinel.DataName(i)); err == nil && r == "master" {
 					masters++
 				}
 			}
@@ -200,11 +200,11 @@ func TestFailoverPauseLeavesTwoMasters(t *testing.T) {
 	require.NoError(t, landedErr(nemesis.FailoverPause(ctx, env)))
 	close(stop)
 
-	promoted, err := top.control.Master(ctx)
+	promoted, err := top.service.Master(ctx)
 	require.NoError(t, err)
 	assert.NotEqual(t, "redis-0", promoted)
 	assert.True(t, <-twoMasters, "the continued old master and the promoted replica were both masters for a while")
-	role, err := top.control.Role(ctx, "redis-0")
+	role, err := top.service.Role(ctx, "redis-0")
 	require.NoError(t, err)
 	assert.Equal(t, "replica of "+promoted, role, "the old master was turned into a replica")
 	assert.True(t, rec.has("pause redis-0 until a replica is promoted"))
@@ -237,12 +237,12 @@ func TestMinReplicasToWriteRefusesTheLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, released)
 
-	for _, name := range top.control.Replicas("redis-0") {
+	for _, name := range top.service.Replicas("redis-0") {
 		n := top.node(name)
 		require.NoError(t, n.Signal(syscall.SIGSTOP))
 		defer n.Signal(syscall.SIGCONT) //nolint:errcheck // teardown kills it anyway
 	}
-	_, err = top.control.CutReplicas(ctx, "redis-0")
+	_, err = top.service.CutReplicas(ctx, "redis-0")
 	require.NoError(t, err)
 	_, err = lock.Acquire(ctx, "lock-0")
 	assert.ErrorIs(t, err, backends.ErrNotAcquired, "a refusal is a certain failure to acquire")

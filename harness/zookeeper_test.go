@@ -22,7 +22,7 @@ import (
 type zkEnsemble struct {
 	nodes   []*node
 	eps     []backends.Endpoint
-	control *zookeeper.Ensemble
+	service *zookeeper.Ensemble
 }
 
 // startZooKeeper starts the ZooKeeper topology as a run does (each server
@@ -33,8 +33,8 @@ func startZooKeeper(t *testing.T) (zkEnsemble, time.Duration) {
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Fatalf("java is not installed (run scripts/setup): %v", err)
 	}
-	nodes, eps, control, took := startService(t, "zookeeper", 60*time.Second)
-	return zkEnsemble{nodes: nodes, eps: eps, control: control.(*zookeeper.Ensemble)}, took
+	nodes, eps, service, took := startService(t, "zookeeper", 60*time.Second)
+	return zkEnsemble{nodes: nodes, eps: eps, service: service.(*zookeeper.Ensemble)}, took
 }
 
 func (e zkEnsemble) node(name string) *node {
@@ -49,7 +49,7 @@ func (e zkEnsemble) node(name string) *node {
 // follower names a server that does not lead.
 func (e zkEnsemble) follower(t *testing.T) *node {
 	t.Helper()
-	leader, err := e.control.Leader(context.Background())
+	leader, err := e.service.Leader(context.Background())
 	require.NoError(t, err)
 	for _, n := range e.nodes {
 		if n.Name() != leader {
@@ -96,7 +96,7 @@ func TestZooKeeperEnsembleStarts(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, strconv.Itoa(i+1)+"\n", string(myid))
 	}
-	leader, err := e.control.Leader(context.Background())
+	leader, err := e.service.Leader(context.Background())
 	require.NoError(t, err)
 	assert.NotNil(t, e.node(leader), "the leader is one of the nodes")
 }
@@ -183,14 +183,14 @@ func TestZooKeeperExpiredSessionEndsTheGrant(t *testing.T) {
 func TestZooKeeperPausedLeaderIsReplaced(t *testing.T) {
 	e, _ := startZooKeeper(t)
 	ctx := context.Background()
-	old, err := e.control.Leader(ctx)
+	old, err := e.service.Leader(ctx)
 	require.NoError(t, err)
 	n := e.node(old)
 	require.NoError(t, n.Signal(syscall.SIGSTOP))
 	defer n.Signal(syscall.SIGCONT) //nolint:errcheck // continued below too
 	var next string
 	require.Eventually(t, func() bool {
-		next, err = e.control.Leader(ctx)
+		next, err = e.service.Leader(ctx)
 		return err == nil && next != old
 	}, 20*time.Second, 100*time.Millisecond, "the others elect a new leader while %s is stopped", old)
 	assert.Equal(t, "T", processState(n.PID()), "the new leader was elected while the old one was still stopped")
@@ -198,7 +198,7 @@ func TestZooKeeperPausedLeaderIsReplaced(t *testing.T) {
 	readyCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	require.NoError(t, zookeeper.WaitReady(readyCtx, e.eps), "the old leader rejoins as a follower")
-	now, err := e.control.Leader(ctx)
+	now, err := e.service.Leader(ctx)
 	require.NoError(t, err)
 	assert.NotEqual(t, old, now, "a paused leader does not take over again by itself")
 }

@@ -90,7 +90,7 @@ var capabilityText = map[Capability]string{
 }
 
 // Topology is what a run will offer the nemesis, known before anything
-// starts: the harness derives it from the backend's node specs, its control
+// starts: the harness derives it from the backend's node specs, its service handle
 // handle and the runtime.
 type Topology struct {
 	Backend string // as --backend names it

@@ -61,9 +61,9 @@ type Backend struct {
 	// Ready, if set, waits until the topology as a whole serves (replicas in
 	// sync, sentinels agreed, a leader elected).
 	Ready func(ctx context.Context, all []backends.Endpoint) error
-	// Control, if set, gives the nemesis service-level handles (who leads
+	// Service, if set, gives the nemesis service-level handles (who leads
 	// now, ...). The nemesis asks for the methods it needs.
-	Control func(all []backends.Endpoint) any
+	Service func(all []backends.Endpoint) any
 	// Open builds a client.
 	Open func(s Spec, fp backends.Failpoint) (backends.Lock, error)
 

@@ -36,7 +36,7 @@ func init() {
 			}
 		},
 		Ready: etcd.WaitReady,
-		Control: func(all []backends.Endpoint) any {
+		Service: func(all []backends.Endpoint) any {
 			return etcd.NewCluster(all)
 		},
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {

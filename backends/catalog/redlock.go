@@ -29,7 +29,7 @@ func fiveMasters(name, variant string, open func(redlock.Options) (backends.Lock
 		Nodes: func(p Programs, _ map[string]string) []backends.NodeSpec {
 			return redlock.Nodes(p.Path(redis.Server.Name))
 		},
-		Control: func(all []backends.Endpoint) any { return redlock.NewControl(all) },
+		Service: func(all []backends.Endpoint) any { return redlock.NewService(all) },
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
 			opts, err := redlockOptions(s)
 			if err != nil {

@@ -21,7 +21,7 @@ func init() {
 		},
 		ClientAddrs: sentinel.SentinelAddrs,
 		Ready:       sentinel.Ready,
-		Control:     func(all []backends.Endpoint) any { return sentinel.NewControl(all) },
+		Service:     func(all []backends.Endpoint) any { return sentinel.NewService(all) },
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			return sentinel.New(redis.Options{Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp}, s.Addrs)
 		},

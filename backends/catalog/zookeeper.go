@@ -36,7 +36,7 @@ func init() {
 			}
 		},
 		Ready: zookeeper.WaitReady,
-		Control: func(all []backends.Endpoint) any {
+		Service: func(all []backends.Endpoint) any {
 			return zookeeper.NewEnsemble(all)
 		},
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {

@@ -417,16 +417,16 @@ func NewToken() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-// Control is the Redlock topology's handle for the nemesis: it reads a
+// Service is the Redlock topology's handle for the nemesis: it reads a
 // node's wall clock with TIME, so a clock fault can record the offset it
 // really made.
-type Control struct {
+type Service struct {
 	addrs map[string]string
 }
 
-// NewControl returns the handle for the nodes at eps.
-func NewControl(eps []backends.Endpoint) *Control {
-	c := &Control{addrs: map[string]string{}}
+// NewService returns the handle for the nodes at eps.
+func NewService(eps []backends.Endpoint) *Service {
+	c := &Service{addrs: map[string]string{}}
 	for _, e := range eps {
 		c.addrs[e.Name] = e.Addr()
 	}
@@ -434,7 +434,7 @@ func NewControl(eps []backends.Endpoint) *Control {
 }
 
 // WallClock reads node's wall clock with TIME.
-func (c *Control) WallClock(ctx context.Context, node string) (time.Time, error) {
+func (c *Service) WallClock(ctx context.Context, node string) (time.Time, error) {
 	addr, ok := c.addrs[node]
 	if !ok {
 		return time.Time{}, fmt.Errorf("no node %s", node)

@@ -148,11 +148,11 @@ func SentinelAddrs(all []backends.Endpoint) []string {
 // with the master they agreed on, which the history records as each node's
 // role at the start, and every fault finds the master of the moment.
 func Ready(ctx context.Context, all []backends.Endpoint) error {
-	c := NewControl(all)
+	c := NewService(all)
 	return poll(ctx, 50*time.Millisecond, func() error { return c.readyOnce(ctx) })
 }
 
-func (c *Control) readyOnce(ctx context.Context) error {
+func (c *Service) readyOnce(ctx context.Context) error {
 	if _, err := c.Settled(ctx); err != nil {
 		return err
 	}

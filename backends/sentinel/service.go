@@ -16,19 +16,19 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
-// Control is the handle a fault gets on a running Sentinel topology
-// (catalog's Control): who is master, the master's replication links, the
+// Service is the handle a fault gets on a running Sentinel topology
+// (catalog's Service): who is master, the master's replication links, the
 // sentinels' announcements, every node's role. It names nodes as the
 // topology does (redis-0, sentinel-1), never by address.
-type Control struct {
+type Service struct {
 	data      []backends.Endpoint // redis-0, redis-1, redis-2
 	sentinels []backends.Endpoint
 	names     map[string]string // "127.0.0.1:port" -> node name
 }
 
-// NewControl returns the handle on the topology at all.
-func NewControl(all []backends.Endpoint) *Control {
-	c := &Control{names: map[string]string{}}
+// NewService returns the handle on the topology at all.
+func NewService(all []backends.Endpoint) *Service {
+	c := &Service{names: map[string]string{}}
 	for i := 0; i < dataNodes; i++ {
 		c.data = append(c.data, endpoint(all, DataName(i)))
 	}
@@ -42,14 +42,14 @@ func NewControl(all []backends.Endpoint) *Control {
 }
 
 // name is the node at addr, or addr itself if it is none of the topology's.
-func (c *Control) name(addr string) string {
+func (c *Service) name(addr string) string {
 	if n, ok := c.names[addr]; ok {
 		return n
 	}
 	return addr
 }
 
-func (c *Control) dataNode(name string) (backends.Endpoint, error) {
+func (c *Service) dataNode(name string) (backends.Endpoint, error) {
 	for _, e := range c.data {
 		if e.Name == name {
 			return e, nil
@@ -60,7 +60,7 @@ func (c *Control) dataNode(name string) (backends.Endpoint, error) {
 
 // Master is the node a majority of the sentinels name as master. During a
 // failover they may disagree for a moment; that is an error.
-func (c *Control) Master(ctx context.Context) (string, error) {
+func (c *Service) Master(ctx context.Context) (string, error) {
 	votes := map[string]int{}
 	var answers []string
 	for _, s := range c.sentinels {
@@ -87,7 +87,7 @@ func (c *Control) Master(ctx context.Context) (string, error) {
 // redis-server node is a connected replica of it that has applied all its
 // writes. It names the master. A failover started before the previous one
 // ended everywhere can leave a sentinel stuck in it.
-func (c *Control) Settled(ctx context.Context) (string, error) {
+func (c *Service) Settled(ctx context.Context) (string, error) {
 	master := ""
 	for _, s := range c.sentinels {
 		sc := sentinelClient(s.Addr())
@@ -109,7 +109,7 @@ func (c *Control) Settled(ctx context.Context) (string, error) {
 }
 
 // WaitSettled waits until Settled holds and names the master.
-func (c *Control) WaitSettled(ctx context.Context) (string, error) {
+func (c *Service) WaitSettled(ctx context.Context) (string, error) {
 	var master string
 	err := poll(ctx, 50*time.Millisecond, func() error {
 		m, err := c.Settled(ctx)
@@ -127,7 +127,7 @@ func (c *Control) WaitSettled(ctx context.Context) (string, error) {
 // from hello messages, up to two seconds later. Until then a client may
 // still send its commands to the old master. A sentinel's SENTINEL MASTER
 // names the new master exactly when it has announced it.
-func (c *Control) WaitAgreed(ctx context.Context, master string) error {
+func (c *Service) WaitAgreed(ctx context.Context, master string) error {
 	m, err := c.dataNode(master)
 	if err != nil {
 		return err
@@ -150,10 +150,10 @@ func (c *Control) WaitAgreed(ctx context.Context, master string) error {
 
 // Leader is the master: the node that takes every write, for faults that
 // aim at a service's leader.
-func (c *Control) Leader(ctx context.Context) (string, error) { return c.Master(ctx) }
+func (c *Service) Leader(ctx context.Context) (string, error) { return c.Master(ctx) }
 
 // Replicas names the redis-server nodes other than master.
-func (c *Control) Replicas(master string) []string {
+func (c *Service) Replicas(master string) []string {
 	var out []string
 	for _, e := range c.data {
 		if e.Name != master {
@@ -166,7 +166,7 @@ func (c *Control) Replicas(master string) []string {
 // Replicated checks once that every other redis-server node is a connected
 // replica of master and has applied everything master had written when it
 // was asked.
-func (c *Control) Replicated(ctx context.Context, master string) error {
+func (c *Service) Replicated(ctx context.Context, master string) error {
 	m, err := c.dataNode(master)
 	if err != nil {
 		return err
@@ -199,14 +199,14 @@ func (c *Control) Replicated(ctx context.Context, master string) error {
 }
 
 // WaitReplicated waits until Replicated holds.
-func (c *Control) WaitReplicated(ctx context.Context, master string) error {
+func (c *Service) WaitReplicated(ctx context.Context, master string) error {
 	return poll(ctx, 20*time.Millisecond, func() error { return c.Replicated(ctx, master) })
 }
 
 // CutReplicas closes master's connections to its replicas (CLIENT KILL TYPE
 // replica). A replica that is stopped cannot reconnect, so from then on
 // master's writes reach nobody. It says how it cut them, for the history.
-func (c *Control) CutReplicas(ctx context.Context, master string) (string, error) {
+func (c *Service) CutReplicas(ctx context.Context, master string) (string, error) {
 	m, err := c.dataNode(master)
 	if err != nil {
 		return "", err
@@ -222,7 +222,7 @@ func (c *Control) CutReplicas(ctx context.Context, master string) (string, error
 // cannot be missed. The wait gives up after the longest a failover can take
 // with the sentinels' own settings: down-after, plus twice the failover
 // timeout (a sentinel waits that long after a previous failover), plus 5 s.
-func (c *Control) AwaitSwitch(ctx context.Context, from string) (wait func() (string, error), err error) {
+func (c *Service) AwaitSwitch(ctx context.Context, from string) (wait func() (string, error), err error) {
 	old, err := c.dataNode(from)
 	if err != nil {
 		return nil, err
@@ -264,7 +264,7 @@ func (c *Control) AwaitSwitch(ctx context.Context, from string) (wait func() (st
 }
 
 // switchLimit reads down-after and the failover timeout from a sentinel.
-func (c *Control) switchLimit(ctx context.Context) (time.Duration, error) {
+func (c *Service) switchLimit(ctx context.Context) (time.Duration, error) {
 	var lastErr error
 	for _, s := range c.sentinels {
 		sc := sentinelClient(s.Addr())
@@ -307,7 +307,7 @@ func (r role) String() string {
 	return "replica of " + r.master
 }
 
-func (c *Control) role(ctx context.Context, node string) (role, error) {
+func (c *Service) role(ctx context.Context, node string) (role, error) {
 	n, err := c.dataNode(node)
 	if err != nil {
 		return role{}, err
@@ -331,7 +331,7 @@ func (c *Control) role(ctx context.Context, node string) (role, error) {
 }
 
 // Role is what node reports itself to be: "master" or "replica of redis-1".
-func (c *Control) Role(ctx context.Context, node string) (string, error) {
+func (c *Service) Role(ctx context.Context, node string) (string, error) {
 	r, err := c.role(ctx, node)
 	if err != nil {
 		return "", err
@@ -343,7 +343,7 @@ func (c *Control) Role(ctx context.Context, node string) (string, error) {
 // an old master has rejoined. The sentinels convert a returning old master
 // only after it has reported its stale role for some seconds, so this takes
 // about ten seconds after the node is back.
-func (c *Control) WaitReplicaOf(ctx context.Context, node, master string) error {
+func (c *Service) WaitReplicaOf(ctx context.Context, node, master string) error {
 	return poll(ctx, 100*time.Millisecond, func() error {
 		r, err := c.role(ctx, node)
 		if err != nil {
@@ -361,7 +361,7 @@ func (c *Control) WaitReplicaOf(ctx context.Context, node, master string) error 
 // role a node reports anew, as history.NemSwitchMaster and history.NemRole
 // events. Every sentinel announces the same change; only changes are
 // recorded.
-func (c *Control) Watch(ctx context.Context, record func(verb string, v history.Value)) error {
+func (c *Service) Watch(ctx context.Context, record func(verb string, v history.Value)) error {
 	msgs, stop, err := c.subscribe(ctx, "+switch-master", "+role-change", "-role-change", "+slave-reconf-done")
 	if err != nil {
 		return err
@@ -385,7 +385,7 @@ func (c *Control) Watch(ctx context.Context, record func(verb string, v history.
 }
 
 type watcher struct {
-	c      *Control
+	c      *Service
 	record func(verb string, v history.Value)
 	master string
 	roles  map[string]string // node -> the role last recorded
@@ -437,7 +437,7 @@ func (w *watcher) noteRole(ctx context.Context, node, fallback string) {
 // subscribe listens to channels on every sentinel that answers within a
 // second and merges their messages; stop ends it and closes the
 // connections, and may be called more than once.
-func (c *Control) subscribe(ctx context.Context, channels ...string) (<-chan *goredis.Message, func(), error) {
+func (c *Service) subscribe(ctx context.Context, channels ...string) (<-chan *goredis.Message, func(), error) {
 	out := make(chan *goredis.Message)
 	done := make(chan struct{})
 	var (
