@@ -19,13 +19,19 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// fencedStore starts a database with key k and opens a fenced store on it.
+func fencedStore(t *testing.T) (string, *pgresource.Store) {
+	addr := pgtest.Start(t)
+	require.NoError(t, pgresource.Setup(context.Background(), addr, []string{"k"}))
+	store := pgresource.Open(addr, 2*time.Second, true)
+	t.Cleanup(func() { store.Close() }) //nolint:errcheck // the test is over
+	return addr, store
+}
+
 func TestDatabaseFencesStaleWrites(t *testing.T) {
 	t.Parallel()
-	addr := pgtest.Start(t)
 	ctx := context.Background()
-	require.NoError(t, pgresource.Setup(ctx, addr, []string{"k"}))
-	store := pgresource.Open(addr, 2*time.Second, true)
-	defer store.Close()
+	addr, store := fencedStore(t)
 	tests := []struct {
 		name     string
 		fence    *int64
@@ -65,11 +71,8 @@ func TestDatabaseFencesStaleWrites(t *testing.T) {
 // holder's write is refused and the next holder's goes through.
 func TestDatabaseRefusesAWriteBelowAFenceAlreadyRead(t *testing.T) {
 	t.Parallel()
-	addr := pgtest.Start(t)
 	ctx := context.Background()
-	require.NoError(t, pgresource.Setup(ctx, addr, []string{"k"}))
-	store := pgresource.Open(addr, 2*time.Second, true)
-	defer store.Close()
+	_, store := fencedStore(t)
 
 	write := func(fence, read int64) resource.WriteReply {
 		reply, err := store.Write(ctx, resource.WriteRequest{Key: "k", Process: 1, Req: fmt.Sprint(fence), Fence: history.Int64(fence), Read: read, Value: read + 1})
