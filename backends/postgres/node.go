@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -32,15 +33,26 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 )
 
-// Server is the postgres executable; initdb is looked up beside it.
+// Server is the postgres executable; initdb and pg_basebackup are looked
+// up beside it.
 // Debian installs both under /usr/lib/postgresql/<version>/bin, off PATH.
 var Server = backends.Program{Name: "postgres", Package: "postgresql", Search: "/usr/lib/postgresql/*/bin/postgres"}
 
 // NodeEnv marks a process lockcheck started as a PostgreSQL node.
 const NodeEnv = "LOCKCHECK_POSTGRES_NODE"
 
-// Primary is the name of the node that serves clients and the resource.
-const Primary = "pg-0"
+// Primary is the name of the node that serves clients (and the resource,
+// when no replica fails over) at the start of a run; Standby the name of
+// its streaming replica, when the run has one (--replicas 1).
+const (
+	Primary = "pg-0"
+	Standby = "pg-1"
+)
+
+// ResourceNode names the PostgreSQL instance that keeps --resource postgres
+// on its own when the backend's cluster has a replica: a failover must not
+// take the ground truth with it.
+const ResourceNode = "pg-resource"
 
 // User is the database superuser every node creates and every client
 // connects as; Database the database they use.
@@ -70,20 +82,26 @@ func Node(name, program, server string) backends.NodeSpec {
 		Name:    name,
 		Program: program,
 		Ports:   1,
-		Args: func(self backends.Endpoint, _ []backends.Endpoint) []string {
-			return []string{
+		Args: func(self backends.Endpoint, all []backends.Endpoint) []string {
+			args := []string{
 				"--server", server,
 				"--dir", self.Dir,
 				"--name", self.Name,
 				"--listen", self.BindAddr(),
 				"--port", strconv.Itoa(self.Ports[0]),
 			}
+			for _, e := range all {
+				if e.Name != self.Name {
+					args = append(args, "--peer", e.Addr())
+				}
+			}
+			return args
 		},
 		Env:       []string{NodeEnv + "=1"},
 		DataPaths: []string{dataDir},
 		Ready:     ready,
 		// initdb took 7-14 s on a busy 2-core machine, before the server
-		// starts.
+		// starts; a standby waits for its primary's initdb, then copies it.
 		ReadyWithin: 2 * time.Minute,
 		Version:     version,
 	}
@@ -91,10 +109,20 @@ func Node(name, program, server string) backends.NodeSpec {
 
 // ConnConfig is the client configuration of the node at addr.
 func ConnConfig(addr string, timeout time.Duration) (*pgx.ConnConfig, error) {
-	u := url.URL{Scheme: "postgres", User: url.User(User), Host: addr, Path: "/" + Database}
+	return connConfig([]string{addr}, timeout, "")
+}
+
+// connConfig is the configuration of a client that tries addrs in order,
+// taking the first whose server offers attrs (target_session_attrs; ""
+// takes any).
+func connConfig(addrs []string, timeout time.Duration, attrs string) (*pgx.ConnConfig, error) {
+	u := url.URL{Scheme: "postgres", User: url.User(User), Host: strings.Join(addrs, ","), Path: "/" + Database}
 	q := url.Values{}
 	q.Set("sslmode", "disable")
 	q.Set("connect_timeout", strconv.Itoa(max(1, int(timeout.Seconds()))))
+	if attrs != "" {
+		q.Set("target_session_attrs", attrs)
+	}
 	u.RawQuery = q.Encode()
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
@@ -107,6 +135,17 @@ func ConnConfig(addr string, timeout time.Duration) (*pgx.ConnConfig, error) {
 // Connect opens a session on the node at addr.
 func Connect(ctx context.Context, addr string, timeout time.Duration) (*pgx.Conn, error) {
 	cfg, err := ConnConfig(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// ConnectPrimary opens a session on the first of addrs that accepts
+// writes (target_session_attrs=read-write): the primary, wherever a
+// failover moved it. A standby, or a node that is down, is skipped.
+func ConnectPrimary(ctx context.Context, addrs []string, timeout time.Duration) (*pgx.Conn, error) {
+	cfg, err := connConfig(addrs, timeout, "read-write")
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +198,8 @@ func runNode(args []string) error {
 	name := fl.String("name", Primary, "node name (cluster_name)")
 	listen := fl.String("listen", backends.Loopback, "address to listen on")
 	port := fl.Int("port", 5432, "port")
+	var peers addrList
+	fl.Var(&peers, "peer", "address of another node of the cluster (repeatable)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -167,11 +208,8 @@ func runNode(args []string) error {
 		if err := os.RemoveAll(data); err != nil {
 			return err
 		}
-		initdb := filepath.Join(filepath.Dir(*server), "initdb")
-		// --no-sync: a crash of this machine during a test may lose the
-		// fresh cluster; the server itself runs with fsync on.
-		if err := runAs(initdb, []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(*dir, "initdb.log"), false); err != nil {
-			return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(*dir, "initdb.log"))
+		if err := createCluster(*server, data, *dir, *name, peers); err != nil {
+			return err
 		}
 	}
 	args, sockets := serverArgs(data, *dir, *name, *listen, *port)
@@ -185,6 +223,78 @@ func runNode(args []string) error {
 		}
 	}
 	return runAs(*server, args, filepath.Join(*dir, LogFile), true)
+}
+
+// addrList is a repeatable flag.
+type addrList []string
+
+func (a *addrList) String() string     { return strings.Join(*a, ",") }
+func (a *addrList) Set(v string) error { *a = append(*a, v); return nil }
+
+// createCluster makes a node's empty data directory a cluster. A node whose
+// peers have a primary copies it and becomes its streaming standby
+// (pg_basebackup -R: standby.signal and primary_conninfo); that is how a
+// replica starts, and how an old primary rejoins after a failover, wiped.
+// Otherwise a node alone, or the first node (pg-0) when no peer answers at
+// all, runs initdb; any other waits for a primary to copy: a standby never
+// starts a cluster of its own.
+func createCluster(server, data, dir, name string, peers []string) error {
+	// The tools beside the server, where Debian installs them all: a
+	// server found through a symbolic link on PATH leads there too.
+	if real, err := filepath.EvalSymlinks(server); err == nil {
+		server = real
+	}
+	bin := filepath.Dir(server)
+	for {
+		primary, anyAnswered := findPrimary(peers)
+		switch {
+		case primary != "":
+			host, port, err := net.SplitHostPort(primary)
+			if err != nil {
+				return err
+			}
+			// --checkpoint=fast: otherwise the copy waits for the
+			// primary's next checkpoint, minutes away; --no-sync as for
+			// initdb below.
+			err = runAs(filepath.Join(bin, "pg_basebackup"), []string{"-h", host, "-p", port, "-U", User, "-D", data,
+				"-R", "-X", "stream", "--checkpoint=fast", "--no-sync"}, filepath.Join(dir, "basebackup.log"), false)
+			if err != nil {
+				return fmt.Errorf("pg_basebackup from %s: %w (see %s)", primary, err, filepath.Join(dir, "basebackup.log"))
+			}
+			return nil
+		case !anyAnswered && (name == Primary || len(peers) == 0):
+			// --no-sync: a crash of this machine during a test may lose
+			// the fresh cluster; the server itself runs with fsync on.
+			err := runAs(filepath.Join(bin, "initdb"), []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(dir, "initdb.log"), false)
+			if err != nil {
+				return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(dir, "initdb.log"))
+			}
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond) // the harness gives up on a node not ready in time
+	}
+}
+
+// findPrimary is the first of peers that answers and accepts writes, and
+// whether any peer answered at all.
+func findPrimary(peers []string) (primary string, anyAnswered bool) {
+	for _, p := range peers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := Connect(ctx, p, time.Second)
+		if err != nil {
+			cancel()
+			continue
+		}
+		anyAnswered = true
+		var standby bool
+		err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby)
+		conn.Close(context.Background()) //nolint:errcheck // read what was needed
+		cancel()
+		if err == nil && !standby {
+			return p, true
+		}
+	}
+	return "", anyAnswered
 }
 
 // clearStaleLock removes a lock file a killed server left (postmaster.pid,

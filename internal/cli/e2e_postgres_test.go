@@ -10,18 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/postgres"
+	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
 )
-
-func requirePostgres(t *testing.T) {
-	t.Helper()
-	if _, err := postgres.Server.Find(postgres.Server.Name); err != nil {
-		t.Fatalf("PostgreSQL is not installed (run scripts/setup): %v", err)
-	}
-}
 
 // sessionKills reads a run's kill-session events.
 func sessionKills(t *testing.T, dir string) []history.Event {
@@ -71,7 +64,7 @@ func noPostgresLeft(t *testing.T, dir string) {
 
 func TestPostgresKilledSessionDoubleOwnership(t *testing.T) {
 	t.Parallel()
-	requirePostgres(t)
+	pgtest.Require(t)
 	tests := []struct {
 		name    string
 		args    []string
@@ -112,7 +105,7 @@ func TestPostgresKilledSessionDoubleOwnership(t *testing.T) {
 
 func TestPostgresResourceFencesInTheDatabase(t *testing.T) {
 	t.Parallel()
-	requirePostgres(t)
+	pgtest.Require(t)
 	inv, res, dir := runLockcheck(t, "--backend", "redis", "--resource", "postgres", "--workload", "fenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "10s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
 	assert.Equal(t, checker.Valid, res.Valid)
