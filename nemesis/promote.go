@@ -96,7 +96,12 @@ func FailoverPromote(ctx context.Context, env *Env) (Landing, error) {
 			cancel()
 		}
 	}()
-	if err := svc.Promote(ctx, standby); err != nil {
+	// The promotion, once asked, is seen through even when the run is
+	// ending, so that the old primary's restart finds the roles it expects.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promoteWait)
+	err = svc.Promote(pctx, standby)
+	cancel()
+	if err != nil {
 		return missed("%s was not promoted: %v", standby, err), ignoreDeadline(err)
 	}
 	promoted = true
@@ -114,6 +119,9 @@ func FailoverPromote(ctx context.Context, env *Env) (Landing, error) {
 	leaveA()
 	return landed("%s held the lock on %s when it was killed; %s was promoted and granted it to %s while %s still believed it held it", a.Name(), primary, standby, b.Name(), a.Name()), nil
 }
+
+// promoteWait bounds a promotion: pg_promote waits up to 60 s for it.
+const promoteWait = 70 * time.Second
 
 // streamingPair waits, within rejoinWait, for a primary with a streaming
 // standby and names both; the standby is "" when none came.

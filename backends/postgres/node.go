@@ -345,6 +345,9 @@ func serverArgs(data, dir, name, listen string, port int) (args []string, socket
 		"-c", "max_connections=200",
 		"-c", "logging_collector=off",
 		"-c", "log_min_messages=warning",
+		// A standby whose primary died retries its WAL source every 5 s
+		// by default, and a promotion waits for that sleep to end.
+		"-c", "wal_retrieve_retry_interval=100ms",
 	}, sockets
 }
 
