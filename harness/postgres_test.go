@@ -98,3 +98,53 @@ func TestFailoverPromoteFreesEveryAdvisoryLock(t *testing.T) {
 		})
 	}
 }
+
+// Ctrl-C while a standby copies its primary, at start-up (pg-1) or when the
+// old primary rejoins during failover-promote (pg-0), leaves no process
+// behind: not the nodes, their servers, nor pg_basebackup.
+func TestInterruptedFailoverLeavesNoPostgres(t *testing.T) {
+	pgtest.Require(t)
+	tests := []struct {
+		name string
+		// copying is the node whose pg_basebackup the run is cancelled in.
+		copying string
+	}{
+		{"while pg-1 copies pg-0 at start-up", postgres.Standby},
+		{"while the old primary rejoins", postgres.Primary},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, postgres.Session, "unfenced", []string{"failover-promote"}, time.Minute)
+			cfg.Run.Backend = "postgres"
+			cfg.Run.Params = map[string]string{catalog.ParamPostgresReplicas: "1"}
+			cfg.Pause, cfg.Interval = 500*time.Millisecond, time.Second
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			copying := string(filepath.Separator) + filepath.Join("nodes", tt.copying, "data")
+			cancelled := make(chan bool, 1)
+			go func() {
+				defer cancel()
+				deadline := time.Now().Add(time.Minute)
+				for time.Now().Before(deadline) {
+					for _, p := range processesUnder(cfg.Out) {
+						if strings.Contains(p, "pg_basebackup") && strings.Contains(p, copying) {
+							cancelled <- true
+							return
+						}
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				cancelled <- false
+			}()
+			_, err := Run(ctx, cfg)
+			require.True(t, <-cancelled, "%s ran no pg_basebackup within a minute", tt.copying)
+			if err != nil {
+				var si *StartInterrupted
+				require.ErrorAs(t, err, &si)
+			}
+			assert.Empty(t, childrenOf(os.Getpid()), "no node or worker may outlive the run")
+			assert.Eventually(t, func() bool { return len(processesUnder(cfg.Out)) == 0 }, 10*time.Second, 100*time.Millisecond,
+				"a postgres process outlived the run: %v", processesUnder(cfg.Out))
+		})
+	}
+}
