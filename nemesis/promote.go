@@ -57,9 +57,12 @@ func FailoverPromote(ctx context.Context, env *Env) (Landing, error) {
 	if !ok {
 		return Landing{}, ErrNoStandby
 	}
-	primary, standby, err := streamingPair(ctx, svc)
-	if err != nil || standby == "" {
-		return missed("no standby streamed from the primary within %s", rejoinWait), ignoreDeadline(err)
+	primary, standby := streamingPair(ctx, svc)
+	switch {
+	case standby == "" && ctx.Err() != nil:
+		return missed("the run ended before a standby streamed from the primary (the last step's old primary may still be copying)"), nil
+	case standby == "":
+		return missed("no standby streamed from the primary within %s", rejoinWait), nil
 	}
 	old, ok := findNode(env, primary).(Restarter)
 	if !ok {
@@ -125,17 +128,17 @@ const promoteWait = 70 * time.Second
 
 // streamingPair waits, within rejoinWait, for a primary with a streaming
 // standby and names both; the standby is "" when none came.
-func streamingPair(ctx context.Context, svc Promoter) (primary, standby string, err error) {
+func streamingPair(ctx context.Context, svc Promoter) (string, string) {
 	ctx, cancel := context.WithTimeout(ctx, rejoinWait)
 	defer cancel()
 	for {
-		primary, standby, err = svc.Streaming(ctx)
+		primary, standby, err := svc.Streaming(ctx)
 		if err == nil && standby != "" {
-			return primary, standby, nil
+			return primary, standby
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
 		if ctx.Err() != nil {
-			return primary, "", ctx.Err()
+			return primary, ""
 		}
 	}
 }
