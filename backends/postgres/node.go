@@ -78,6 +78,12 @@ const unprivileged = 65534
 // which becomes the node when started with NodeEnv set, and server the
 // postgres executable it runs.
 func Node(name, program, server string) backends.NodeSpec {
+	// initdb and pg_basebackup are beside the real server, where Debian
+	// installs them all (a server found through a symbolic link on PATH
+	// leads there too), and that path is the same inside the image.
+	if real, err := filepath.EvalSymlinks(server); err == nil {
+		server = real
+	}
 	return backends.NodeSpec{
 		Name:    name,
 		Program: program,
@@ -100,6 +106,8 @@ func Node(name, program, server string) backends.NodeSpec {
 		Env:       []string{NodeEnv + "=1"},
 		DataPaths: []string{dataDir},
 		Ready:     ready,
+		Image:     Image,
+		Command:   "lockcheck",
 		// initdb took 7-14 s on a busy 2-core machine, before the server
 		// starts; a standby waits for its primary's initdb, then copies it.
 		ReadyWithin: 2 * time.Minute,
@@ -208,7 +216,7 @@ func runNode(args []string) error {
 		if err := os.RemoveAll(data); err != nil {
 			return err
 		}
-		if err := createCluster(*server, data, *dir, *name, peers); err != nil {
+		if err := createCluster(*server, data, *dir, *name, *listen, peers); err != nil {
 			return err
 		}
 	}
@@ -238,12 +246,7 @@ func (a *addrList) Set(v string) error { *a = append(*a, v); return nil }
 // Otherwise a node alone, or the first node (pg-0) when no peer answers at
 // all, runs initdb; any other waits for a primary to copy: a standby never
 // starts a cluster of its own.
-func createCluster(server, data, dir, name string, peers []string) error {
-	// The tools beside the server, where Debian installs them all: a
-	// server found through a symbolic link on PATH leads there too.
-	if real, err := filepath.EvalSymlinks(server); err == nil {
-		server = real
-	}
+func createCluster(server, data, dir, name, listen string, peers []string) error {
 	bin := filepath.Dir(server)
 	for {
 		primary, anyAnswered := findPrimary(peers)
@@ -269,10 +272,25 @@ func createCluster(server, data, dir, name string, peers []string) error {
 			if err != nil {
 				return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(dir, "initdb.log"))
 			}
-			return nil
+			return trustNetwork(data, listen)
 		}
 		time.Sleep(200 * time.Millisecond) // the harness gives up on a node not ready in time
 	}
+}
+
+// trustNetwork lets clients and standbys on the node's own network in
+// when it listens beyond loopback (a container on the run's private
+// network): initdb's pg_hba.conf trusts loopback only.
+func trustNetwork(data, listen string) error {
+	if ip := net.ParseIP(listen); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("host all all samenet trust\nhost replication all samenet trust\n")
+	return errors.Join(err, f.Close())
 }
 
 // findPrimary is the first of peers that answers and accepts writes, and
@@ -351,6 +369,17 @@ func serverArgs(data, dir, name, listen string, port int) (args []string, socket
 	}, sockets
 }
 
+// chownTree gives dir and everything in it to uid (and the group of the
+// same number).
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, uid)
+	})
+}
+
 // runAs runs program as a user that is not root and waits for it. With
 // forward set, the signals a node is told to stop by are passed on to it.
 func runAs(program string, args []string, logPath string, forward bool) error {
@@ -359,15 +388,33 @@ func runAs(program string, args []string, logPath string, forward bool) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(program, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}}
+	command := func(attr *syscall.SysProcAttr) *exec.Cmd {
+		cmd := exec.Command(program, args...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		attr.Pdeathsig = syscall.SIGKILL
+		cmd.SysProcAttr = attr
+		return cmd
 	}
-	if err := cmd.Start(); err != nil {
+	cmd := command(&syscall.SysProcAttr{})
+	if os.Geteuid() == 0 {
+		cmd = command(&syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}},
+		})
+	}
+	err = cmd.Start()
+	if errors.Is(err, syscall.EPERM) && os.Geteuid() == 0 {
+		// No user namespaces here (a container's seccomp profile forbids
+		// them): the server runs as nobody itself, which must then own
+		// the node's directory.
+		if err := chownTree(filepath.Dir(logPath), unprivileged); err != nil {
+			return err
+		}
+		cmd = command(&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivileged, Gid: unprivileged}})
+		err = cmd.Start()
+	}
+	if err != nil {
 		return err
 	}
 	if forward {
