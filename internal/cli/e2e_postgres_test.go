@@ -139,3 +139,26 @@ func TestKillSessionNeedsSessions(t *testing.T) {
 	assert.Equal(t, exitUnknown, inv.code)
 	assert.Contains(t, inv.stderr, "--backend postgres")
 }
+
+// A standby is for the postgres backend's session locks only, and
+// failover-promote needs one: each refusal is one line naming the fix.
+func TestPostgresStandbyBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"two standbys", []string{"--backend", "postgres", "--replicas", "2"}, "--replicas 2: choose 0 or 1"},
+		{"another backend", []string{"--backend", "redis", "--replicas", "1"}, "--replicas applies to --backend postgres only"},
+		{"xact with a standby", []string{"--backend", "postgres", "--variant", "xact", "--resource", "postgres", "--nemesis", "failover-promote"}, "use --variant session"},
+		{"failover without a standby", []string{"--backend", "redis", "--nemesis", "failover-promote"}, "--backend postgres --replicas 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := lockcheck(append([]string{"run", "--out", t.TempDir()}, tt.args...)...)
+			assert.Equal(t, exitUnknown, inv.code, inv.stderr)
+			assert.Contains(t, inv.stderr, tt.want)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
+		})
+	}
+}
