@@ -76,15 +76,21 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "shrinking %s: %d steps, %d clients, time limit %s; each candidate %d times, budget %s\n",
 				from, len(f.Timeline), f.Clients, f.TimeLimit.D(), tries, budget)
+			// A run of each candidate that reproduced, for the minimal
+			// one's write-up.
+			reproduced := map[*scenario.File]*checker.Result{}
 			run := func(ctx context.Context, c *scenario.File) (bool, error) {
 				o, err := scenario.Run(ctx, c, out, programs, runParams)
 				if err != nil {
 					return false, err
 				}
+				if o.Comparison.OK() {
+					reproduced[c] = o.Result
+				}
 				return o.Comparison.OK(), nil
 			}
 			res, err := shrink.Shrink(ctx, f, run, shrink.Options{Tries: tries, Budget: budget, Log: w})
-			minimal := describeMinimal(f, res.Minimal)
+			minimal := describeMinimal(f, res.Minimal, reproduced[res.Minimal])
 			path := filepath.Join(filepath.Dir(from), MinimalFile)
 			data, merr := minimal.Marshal()
 			if merr != nil {
@@ -142,20 +148,14 @@ func readScenario(path string) (*scenario.File, error) {
 	return scenario.Parse(path, data)
 }
 
-// describeMinimal names the minimal scenario and says what was left.
-func describeMinimal(from, m *scenario.File) *scenario.File {
+// describeMinimal names the minimal scenario and tells, in its explain,
+// what was left (Incident, from res, a run of it that reproduced, if any).
+func describeMinimal(from, m *scenario.File, res *checker.Result) *scenario.File {
 	c := *m
 	c.Name = strings.TrimPrefix(from.Name, "repro-") + "-minimal"
 	c.Title = "Minimal reproduction: " + strings.TrimPrefix(from.Title, "Reproduction of ")
-	var steps []string
-	for _, s := range m.Timeline {
-		steps = append(steps, shrink.DescribeStep(s))
-	}
-	left := "no fault at all"
-	if len(steps) > 0 {
-		left = strings.Join(steps, "; ")
-	}
-	c.Explain = fmt.Sprintf("Shrunk from %d steps, %d clients and %s to %d clients and %s: %s. It still fails %s.",
-		len(from.Timeline), from.Clients, from.TimeLimit.D(), m.Clients, m.TimeLimit.D(), left, strings.Join(m.Expect.Fail, ", "))
+	c.Explain = fmt.Sprintf("Shrunk from %s, %d clients and %s to %s, %d clients and %s. %s It still fails %s.",
+		plural(len(from.Timeline), "step"), from.Clients, from.TimeLimit.D(), plural(len(m.Timeline), "step"), m.Clients, m.TimeLimit.D(),
+		m.Incident(res), strings.Join(m.Expect.Fail, ", "))
 	return &c
 }

@@ -113,19 +113,26 @@ func (s *search) try(what string, c *scenario.File) bool {
 }
 
 // dropSteps removes timeline steps, halves first (delta debugging), then
-// one at a time, until no single step can go.
+// one at a time, until no single step can go. Chunks go from the end: a
+// candidate also ends a little after its last step (tail), so dropping the
+// later steps first makes every later candidate shorter to run.
 func (s *search) dropSteps() bool {
 	changed := false
 	for n := len(s.best.Timeline) / 2; n >= 1 && !s.stopped(); {
 		removed := false
-		for i := 0; i+n <= len(s.best.Timeline) && !s.stopped(); {
+		for i := len(s.best.Timeline) - n; i >= 0 && !s.stopped(); i -= n {
 			c := clone(s.best)
 			c.Timeline = slices.Delete(c.Timeline, i, i+n)
-			if s.try(describeDrop(s.best, i, n), c) {
-				removed, changed = true, true
-				continue // the next chunk moved into place i
+			c.TimeLimit = min(c.TimeLimit, tail(c))
+			what := describeDrop(s.best, i, n)
+			if c.TimeLimit < s.best.TimeLimit {
+				what += ", time limit " + c.TimeLimit.D().String()
 			}
-			i += n
+			if s.try(what, c) {
+				removed, changed = true, true
+				// The steps before i stay where they were: go on with
+				// the chunk that ends where this one began.
+			}
 		}
 		if !removed || n > len(s.best.Timeline)/2 {
 			n /= 2
@@ -273,18 +280,11 @@ func whenClient(st scenario.Step) string {
 	return st.When.Client
 }
 
-// shorterLimit halves the time limit, down to a little after the last
-// step's fault is over.
+// shorterLimit halves the time limit, down to the tail of its timeline.
 func (s *search) shorterLimit() bool {
 	changed := false
 	for !s.stopped() {
-		floor := s.best.TTL*4 + scenario.Duration(time.Second)
-		for _, st := range s.best.Timeline {
-			if end := st.At + st.For + s.best.TTL*4 + scenario.Duration(time.Second); end > floor {
-				floor = end
-			}
-		}
-		limit := max(roundMs(s.best.TimeLimit/2), roundMs(floor))
+		limit := max(roundMs(s.best.TimeLimit/2), tail(s.best))
 		if limit >= s.best.TimeLimit {
 			break
 		}
@@ -296,6 +296,19 @@ func (s *search) shorterLimit() bool {
 		changed = true
 	}
 	return changed
+}
+
+// tail is the shortest time limit that still holds every step's fault and
+// what follows it: four leases and a second after the last step ends (a
+// paused holder's late write, the next grants), and at least that after
+// the start.
+func tail(f *scenario.File) scenario.Duration {
+	after := f.TTL*4 + scenario.Duration(time.Second)
+	end := scenario.Duration(0)
+	for _, st := range f.Timeline {
+		end = max(end, st.At+st.For)
+	}
+	return roundMs(end + after)
 }
 
 // size says how big a scenario is, for the log.
