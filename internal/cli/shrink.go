@@ -38,8 +38,10 @@ func newShrinkCmd() *cobra.Command {
 		Short: "Shrink a failing run's reproduction to the smallest scenario that still fails",
 		Long: `shrink starts from the repro.yaml a run that ended false left in RUN_DIR (or
 from a scenario FILE) and searches for a smaller scenario that still fails
-the same checks: it drops timeline steps (halves first, then one by one),
-halves pauses and clock jumps, removes clients and halves the time limit.
+the same checks: it drops timeline steps (halves first, then one by one,
+the latest first, each candidate ending a little after its last step),
+removes clients, then halves pauses and clock jumps, starts steps earlier
+and halves the time limit.
 Each candidate runs --tries times and is kept only when every try fails the
 same checks with every step landed. It prints each candidate, stops when no
 step can be removed or --budget runs out, and writes the smallest scenario
@@ -100,8 +102,11 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 				return werr
 			}
 			note := "no candidate can be made smaller"
-			if res.OutOfBudget {
+			switch {
+			case res.OutOfBudget:
 				note = "the budget ran out: the smallest found so far"
+			case err != nil:
+				note = "interrupted: the smallest found so far"
 			}
 			fmt.Fprintf(w, "%d candidates tried, %d kept; %s\n%s\nminimal: %s\nrerun:   %s\n",
 				res.Tried, res.Kept, note, minimal.Explain, path, results.ReproCommand(path))

@@ -1,12 +1,13 @@
 // Package shrink reduces a failing scenario to a smallest one that still
-// fails the same checks: delta debugging over its timeline (drop steps,
-// shorten pauses and clock jumps), then fewer clients and a shorter time
-// limit. Each candidate is rerun several times and kept only when every
+// fails the same checks: delta debugging over its timeline (drop steps),
+// fewer clients, then shorter pauses and clock jumps, earlier steps and a
+// shorter time limit. Each candidate is rerun several times and kept only when every
 // try reproduces the failure, since a flaky candidate is no reproduction.
 package shrink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -52,22 +53,28 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 	parent := ctx
 	if opts.Budget > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Budget)
+		ctx, cancel = context.WithTimeoutCause(ctx, opts.Budget, errOutOfBudget)
 		defer cancel()
 	}
 	s := &search{ctx: ctx, run: run, opts: opts, best: f}
+	// What the scenario is made of goes first (its steps, its clients),
+	// then how long each part lasts: a budget that runs out leaves the
+	// fewest parts.
 	for changed := true; changed && !s.stopped(); {
 		changed = s.dropSteps()
-		changed = s.shortenSteps() || changed
-		changed = s.earlierSteps() || changed
 		changed = s.renumberClients() || changed
 		changed = s.fewerClients() || changed
+		changed = s.shortenSteps() || changed
+		changed = s.earlierSteps() || changed
 		changed = s.shorterLimit() || changed
 	}
-	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped()}
+	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped() && parent.Err() == nil}
 	// Interrupted (not out of budget): the smallest so far, and why.
 	return out, parent.Err()
 }
+
+// errOutOfBudget says why a search stopped when its budget ran out.
+var errOutOfBudget = errors.New("the budget ran out")
 
 type search struct {
 	ctx         context.Context
@@ -94,7 +101,7 @@ func (s *search) try(what string, c *scenario.File) bool {
 	for i := 1; i <= s.opts.Tries; i++ {
 		ok, err := s.run(s.ctx, c)
 		if s.stopped() {
-			fmt.Fprintf(s.opts.Log, "stop  %s: the budget ran out\n", what)
+			fmt.Fprintf(s.opts.Log, "stop  %s: %s\n", what, context.Cause(s.ctx))
 			return false
 		}
 		if !ok {
