@@ -320,7 +320,11 @@ func tail(f *scenario.File) scenario.Duration {
 
 // size says how big a scenario is, for the log.
 func size(f *scenario.File) string {
-	return fmt.Sprintf("%d steps, %d clients, time limit %s", len(f.Timeline), f.Clients, f.TimeLimit.D())
+	steps := "steps"
+	if len(f.Timeline) == 1 {
+		steps = "step"
+	}
+	return fmt.Sprintf("%d %s, %d clients, time limit %s", len(f.Timeline), steps, f.Clients, f.TimeLimit.D())
 }
 
 func clone(f *scenario.File) *scenario.File {
