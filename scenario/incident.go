@@ -99,8 +99,12 @@ func (f *File) stepPhrase(st Step) string {
 	case st.At > 0:
 		s += " at " + st.At.D().String()
 	}
-	if st.Do == "pause" && (st.For > f.TTL || st.For == 0) {
+	switch {
+	case st.Do != "pause":
+	case st.For > f.TTL || st.For == 0:
 		s += ", longer than its " + f.TTL.D().String() + " lease"
+	case st.For == f.TTL:
+		s += ", as long as its " + f.TTL.D().String() + " lease"
 	}
 	return s
 }

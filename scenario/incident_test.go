@@ -46,6 +46,13 @@ func TestIncidentTellsWhatIsLeft(t *testing.T) {
 			want: []string{"The timeline is one pause of c0 for 1s when it reaches before-write (right after its lease check, before its write), longer than its 500ms lease."},
 		},
 		{
+			name: "a holder paused as long as its lease",
+			f: File{Backend: "redis", TTL: ms(500), Timeline: []Step{
+				{At: ms(188), When: &When{Client: "c0", Reaches: "before-write"}, Do: "pause", Target: "c0", For: ms(500)},
+			}},
+			want: []string{"one pause of c0 for 500ms when it reaches before-write (right after its lease check, before its write), as long as its 500ms lease."},
+		},
+		{
 			name: "Kleppmann's clock jump on a node of a bare majority",
 			f:    File{Backend: "redlock", TTL: ms(500), Timeline: []Step{{At: 0, Do: "fault", Fault: "clock-pause"}}},
 			res:  kleppmann(),
