@@ -43,7 +43,8 @@ the latest first, each candidate ending a little after its last step),
 removes clients, then halves pauses and clock jumps, starts steps earlier
 and halves the time limit.
 Each candidate runs --tries times and is kept only when every try fails the
-same checks with every step landed. It prints each candidate, stops when no
+same checks with its steps landed (as many as its expect.landed asks; a
+run's repro.yaml asks one). It prints each candidate, stops when no
 step can be removed or --budget runs out, and writes the smallest scenario
 found to minimal.yaml beside the one it started from. A run that ended true
 has nothing to shrink: shrink refuses it (exit 2).`,

@@ -17,7 +17,7 @@ import (
 )
 
 // Runner runs a scenario once and reports whether it showed what the
-// scenario expects (the same checks failed and every step landed). An
+// scenario expects (the same checks failed and its steps landed). An
 // error is a run that could not be judged; it counts as no reproduction.
 type Runner func(ctx context.Context, f *scenario.File) (bool, error)
 
