@@ -105,11 +105,11 @@ func (s *search) try(what string, c *scenario.File) bool {
 			return false
 		}
 		if !ok {
-			why := "did not fail the same checks"
+			why := "it did not fail the same checks"
 			if err != nil {
 				why = err.Error()
 			}
-			fmt.Fprintf(s.opts.Log, "drop  %s: try %d of %d %s\n", what, i, s.opts.Tries, why)
+			fmt.Fprintf(s.opts.Log, "drop  %s: try %d of %d: %s\n", what, i, s.opts.Tries, why)
 			return false
 		}
 	}
