@@ -29,20 +29,43 @@ var moments = map[string]string{
 // redlock-3 while c1 held a bare majority (redlock-0, redlock-3 and
 // redlock-4)") and the verdict's sentence.
 func (f *File) Incident(res *checker.Result) string {
-	var steps []string
+	// Steps alike but for their times are said once, with their times.
+	var (
+		phrases []string
+		times   = map[string][]string{}
+		count   = map[string]int{}
+	)
 	for _, st := range f.Timeline {
-		steps = append(steps, f.stepPhrase(st))
+		p := f.stepPhrase(st)
+		if count[p] == 0 {
+			phrases = append(phrases, p)
+		}
+		count[p]++
+		if st.When == nil && st.At > 0 {
+			times[p] = append(times[p], st.At.D().String())
+		}
+	}
+	var steps []string
+	for _, p := range phrases {
+		said := p
+		if n := count[p]; n > 1 {
+			said += ", " + numberWord(n) + " times"
+		}
+		if at := times[p]; len(at) > 0 {
+			said += " at " + checker.JoinAnd(at)
+		}
+		steps = append(steps, said)
 	}
 	out := "The timeline has no fault at all."
-	switch len(steps) {
-	case 0:
-	case 1:
+	switch {
+	case len(f.Timeline) == 0:
+	case len(f.Timeline) == 1:
 		out = "The timeline is one " + steps[0] + "."
 	default:
 		for i, st := range steps {
 			steps[i] = article(st) + " " + st
 		}
-		out = fmt.Sprintf("The timeline is %s: %s.", countWord(len(steps), "step"), checker.JoinAnd(steps))
+		out = fmt.Sprintf("The timeline is %s: %s.", countWord(len(f.Timeline), "step"), checker.JoinAnd(steps))
 	}
 	if res == nil || res.Valid != checker.Invalid {
 		return out
@@ -96,8 +119,6 @@ func (f *File) stepPhrase(st Step) string {
 		if m, ok := moments[st.When.Reaches]; ok {
 			s += " (" + m + ")"
 		}
-	case st.At > 0:
-		s += " at " + st.At.D().String()
 	}
 	switch {
 	case st.Do != "pause":
@@ -161,13 +182,17 @@ func article(phrase string) string {
 
 // countWord says "two steps".
 func countWord(n int, noun string) string {
-	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
-	w := fmt.Sprint(n)
-	if n < len(words) {
-		w = words[n]
-	}
 	if n != 1 {
 		noun += "s"
 	}
-	return strings.TrimSpace(w + " " + noun)
+	return numberWord(n) + " " + noun
+}
+
+// numberWord says a small number in words: "four".
+func numberWord(n int) string {
+	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
+	if n >= 0 && n < len(words) {
+		return words[n]
+	}
+	return fmt.Sprint(n)
 }

@@ -72,6 +72,17 @@ func TestIncidentTellsWhatIsLeft(t *testing.T) {
 			want: []string{"The timeline is three steps: a clock jump of -2s on redlock-3 at 1s, a restart of redlock-1 with its data wiped at 1.5s and a pause of c1 for 100ms at 2s."},
 		},
 		{
+			name: "steps alike but for their times are said once",
+			f: File{Backend: "redlock", TTL: ms(500), Timeline: []Step{
+				{At: ms(178), Do: "fault", Fault: "clock-pause"},
+				{At: ms(1713), Do: "fault", Fault: "clock-pause"},
+				{At: ms(2000), When: &When{Client: "c1", Reaches: "before-write"}, Do: "pause", Target: "c1", For: ms(1000)},
+				{At: ms(3000), When: &When{Client: "c1", Reaches: "before-write"}, Do: "pause", Target: "c1", For: ms(1000)},
+			}},
+			want: []string{"The timeline is four steps: a clock-pause fault (Kleppmann's Redlock case",
+				"let a second client win it), two times at 178ms and 1.713s and a pause of c1 for 1s when it reaches before-write (right after its lease check, before its write), longer than its 500ms lease, two times."},
+		},
+		{
 			name: "no fault left",
 			f:    File{Backend: "redis", TTL: ms(500)},
 			want: []string{"The timeline has no fault at all."},
