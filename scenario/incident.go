@@ -26,8 +26,9 @@ var moments = map[string]string{
 // (right after its lease check, before its write), longer than its 500ms
 // lease"), and, from res, a run of it that failed (nil: none at hand), the
 // fault that broke the lease and what it met ("one clock jump of +20s on
-// redlock-3 while c1 held a bare majority (redlock-0, redlock-3 and
-// redlock-4)") and the verdict's sentence.
+// redlock-3 while c1 held the lock on a bare majority (redlock-1,
+// redlock-3 and redlock-4), and c0 was granted it within that lease") and
+// that run's verdict sentence.
 func (f *File) Incident(res *checker.Result) string {
 	// Steps alike but for their times are said once, with their times.
 	var (
@@ -76,7 +77,7 @@ func (f *File) Incident(res *checker.Result) string {
 		}
 	}
 	if res.Reason != "" {
-		out += " Its verdict: " + res.Reason
+		out += " That run's verdict: " + res.Reason
 	}
 	return out
 }

@@ -59,7 +59,7 @@ func TestIncidentTellsWhatIsLeft(t *testing.T) {
 			want: []string{
 				"The timeline is one clock-pause fault (Kleppmann's Redlock case",
 				"In a run of it, that was one clock jump of +20s on redlock-3 while c1 held the lock on a bare majority (redlock-1, redlock-3 and redlock-4), and c0 was granted it within that lease.",
-				"Its verdict: c0 was granted lock-0 while c1's lease was certainly live.",
+				"That run's verdict: c0 was granted lock-0 while c1's lease was certainly live.",
 			},
 		},
 		{

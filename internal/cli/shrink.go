@@ -189,7 +189,7 @@ func readScenario(path string) (*scenario.File, error) {
 func describeMinimal(from, m *scenario.File, res *checker.Result) *scenario.File {
 	c := *m
 	c.Name = strings.TrimPrefix(from.Name, "repro-") + "-minimal"
-	c.Title = "Minimal reproduction: " + strings.TrimPrefix(from.Title, "Reproduction of ")
+	c.Title = fmt.Sprintf("Minimal reproduction of %s (%s)", strings.TrimPrefix(from.Name, "repro-"), strings.Join(m.Expect.Fail, ", "))
 	c.Explain = fmt.Sprintf("Shrunk from %s, %d clients and %s to %s, %d clients and %s. %s It still fails %s.",
 		plural(len(from.Timeline), "step"), from.Clients, from.TimeLimit.D(), plural(len(m.Timeline), "step"), m.Clients, m.TimeLimit.D(),
 		m.Incident(res), strings.Join(m.Expect.Fail, ", "))
