@@ -9,6 +9,7 @@
 //	go run . run --backend redislock --nemesis pause-holder
 //	go run . scenario run --file get-del-race.yaml   # false: lease safety
 //	go run . scenario run --file lua-release.yaml    # true
+//	go test                                          # both, through package locktest
 package main
 
 import (
@@ -32,11 +33,14 @@ func main() {
 		Variants:   []string{"lua", "get-del"},
 		Failpoints: map[string][]string{"lua": {beforeDelete}, "get-del": {beforeDelete}},
 		Topology:   "redis", // lockcheck starts a redis-server for it
-		Open: func(c lockcheck.Config) (lockcheck.Lock, error) {
-			return &redisLock{rdb: redis.NewClient(&redis.Options{Addr: c.Addrs[0]}), cfg: c}, nil
-		},
+		Open:       open,
 	})
 	lockcheck.Main()
+}
+
+// open builds one client of the lock, of the variant c names.
+func open(c lockcheck.Config) (lockcheck.Lock, error) {
+	return &redisLock{rdb: redis.NewClient(&redis.Options{Addr: c.Addrs[0]}), cfg: c}, nil
 }
 
 type redisLock struct {
