@@ -64,6 +64,13 @@ type Inspector interface {
 	Inspect(ctx context.Context, key string) (string, error)
 }
 
+// Cleaner is a Lock that can delete what a run left on a service lockcheck
+// did not start (--addr): the run's keys, and whatever the lock keeps
+// beside them. Without it they are left to expire.
+type Cleaner interface {
+	Clean(ctx context.Context, keys []string) error
+}
+
 // Grant is what a successful Acquire hands back: the token that identifies
 // this hold, the lease length and, if the lock hands one out, the fence.
 type Grant = backends.Grant
@@ -140,6 +147,9 @@ func Register(b Backend) {
 			if err != nil {
 				return nil, err
 			}
+			if c, ok := l.(Cleaner); ok {
+				return cleaningLock{fullLock{l}, c}, nil
+			}
 			return fullLock{l}, nil
 		},
 	}
@@ -149,6 +159,7 @@ func Register(b Backend) {
 			panic(fmt.Sprintf("lockcheck: backend %s: topology: %v", b.Name, err))
 		}
 		entry.Nodes, entry.ClientAddrs, entry.Ready, entry.Service = top.Nodes, top.ClientAddrs, top.Ready, top.Service
+		entry.PrepareAddrs = top.PrepareAddrs
 		entry.Programs, entry.Signature, entry.Diskless = top.Programs, top.Signature, top.Diskless
 	}
 	catalog.Register(entry)
@@ -159,6 +170,12 @@ func Register(b Backend) {
 // 2 it is unknown or lockcheck could not run. In a worker process (your
 // executable started again by a run) it runs the worker instead.
 func Main() { cli.Main() }
+
+// cleaningLock is a fullLock whose Lock is also a Cleaner.
+type cleaningLock struct {
+	fullLock
+	Cleaner
+}
 
 // fullLock gives a user's Lock the optional methods lockcheck's clients
 // call: an Extend that says the lock has none, an Inspect that says so.

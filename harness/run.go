@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -233,6 +234,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
 	}
+	if backend.PrepareAddrs != nil && len(cfg.Addrs) > 0 {
+		if err := backend.PrepareAddrs(ctx, cfg.Addrs); err != nil {
+			return out, fmt.Errorf("preparing the %s service at %s: %w", cfg.Run.Backend, strings.Join(cfg.Addrs, ","), err)
+		}
+	}
 	var db *database
 	if memory == nil {
 		if db, err = startDatabase(ctx, cfg, p, eps, filepath.Join(out.Dir, "nodes"), lockKeys(cfg)); err != nil {
@@ -266,11 +272,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	defer h.Close()
 
 	spec := catalog.Spec{
-		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: backend.Addrs(eps),
+		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
 		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
-	if len(cfg.Addrs) > 0 {
-		spec.Addrs = cfg.Addrs
+	if len(cfg.Addrs) == 0 {
+		spec.Addrs = backend.Addrs(eps)
 	}
 	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
 	resWatchDone := make(chan struct{})

@@ -19,7 +19,8 @@ func init() {
 		Ready: func(ctx context.Context, all []backends.Endpoint) error {
 			return postgres.Prepare(ctx, all[0].Addr())
 		},
-		Service: func(all []backends.Endpoint) any { return postgres.NewService(all) },
+		PrepareAddrs: func(ctx context.Context, addrs []string) error { return postgres.Prepare(ctx, addrs[0]) },
+		Service:      func(all []backends.Endpoint) any { return postgres.NewService(all) },
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
 			if len(s.Addrs) != 1 {
 				return nil, fmt.Errorf("postgres backend needs one address, got %d", len(s.Addrs))

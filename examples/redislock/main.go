@@ -65,7 +65,7 @@ func (l *redisLock) Acquire(ctx context.Context, key string) (lockcheck.Grant, e
 var compareAndDelete = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 
 func (l *redisLock) Release(ctx context.Context, key string, g lockcheck.Grant) (bool, error) {
-	if l.cfg.Variant == "lua" {
+	if l.cfg.Variant != "get-del" {
 		// The script compares and deletes in one step: a pause here
 		// delays it, and it then deletes nothing that is not its own.
 		l.cfg.Failpoint.Hit(beforeDelete)
@@ -84,6 +84,12 @@ func (l *redisLock) Release(ctx context.Context, key string, g lockcheck.Grant) 
 	l.cfg.Failpoint.Hit(beforeDelete)
 	n, err := l.rdb.Del(ctx, key).Result()
 	return n == 1, err
+}
+
+// Clean deletes a run's keys from a Redis that lockcheck did not start
+// (--addr): lockcheck.Cleaner.
+func (l *redisLock) Clean(ctx context.Context, keys []string) error {
+	return l.rdb.Del(ctx, keys...).Err()
 }
 
 func (l *redisLock) Close() error { return l.rdb.Close() }
