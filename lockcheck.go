@@ -20,11 +20,12 @@
 // therefore run on every start of the program (in main before Main, or in
 // an init function), never behind a flag.
 //
-// Your program links every built-in backend, whose servers lockcheck can
-// start for your lock (Backend.Topology). The etcd backend links the etcd
-// server, the largest of them; build with -tags lockcheck_noetcd to leave
-// it out when your lock does not need it (examples/redislock: 705 packages
-// and a 57 MB binary, 388 and 34 MB with the tag).
+// Your program links the built-in backends whose servers lockcheck can
+// start for your lock (Backend.Topology), but not etcd: its members are
+// lockcheck itself, so the etcd backend links the etcd server, by far the
+// largest dependency. Import it when your lock runs on etcd's topology:
+//
+//	import _ "github.com/lockcheck/lockcheck/backends/catalog/withetcd"
 package lockcheck
 
 import (
@@ -117,8 +118,9 @@ type Backend struct {
 	// Failpoints are the moments your lock declares, per variant, that
 	// faults and scenarios may aim at (a scenario's `reaches:`).
 	Failpoints map[string][]string
-	// Topology names a built-in backend (redis, sentinel, redlock, etcd)
-	// whose servers lockcheck starts for your lock, node faults included.
+	// Topology names a built-in backend (redis, sentinel, redlock,
+	// zookeeper, postgres; etcd with package withetcd imported) whose
+	// servers lockcheck starts for your lock, node faults included.
 	// Empty means none: run against a service you started (--addr) or a
 	// lock that needs no server.
 	Topology string
@@ -156,7 +158,7 @@ func Register(b Backend) {
 	if b.Topology != "" {
 		top, _, err := catalog.Lookup(b.Topology, "")
 		if err != nil {
-			panic(fmt.Sprintf("lockcheck: backend %s: topology: %v", b.Name, err))
+			panic(fmt.Sprintf("lockcheck: backend %s: topology: %v (the etcd topology needs import _ \"github.com/lockcheck/lockcheck/backends/catalog/withetcd\")", b.Name, err))
 		}
 		entry.Nodes, entry.ClientAddrs, entry.Ready, entry.Service = top.Nodes, top.ClientAddrs, top.Ready, top.Service
 		entry.PrepareAddrs = top.PrepareAddrs
