@@ -12,14 +12,14 @@ func openMyLock(c lockcheck.Config) (lockcheck.Lock, error) { return newLeases()
 
 // A test of your lock: lockcheck starts a redis-server, runs three worker
 // processes of the test binary (it needs TestMain to call locktest.Main),
-// pauses the holder past its lease and fails the test if the checker finds
-// the lock broken. openMyLock is your lockcheck.Backend Open function.
+// kills clients while they hold the lock and fails the test if the checker
+// finds it broken. openMyLock is your lockcheck.Backend Open function.
 func ExampleRun() {
 	// func TestMain(m *testing.M) { locktest.Main(m) }
 	testMyLock := func(t *testing.T) {
 		locktest.Run(t, openMyLock, locktest.Options{
 			Topology: "redis",
-			Nemesis:  []string{"pause-holder"},
+			Nemesis:  []string{"kill-client"},
 		})
 	}
 	_ = testMyLock

@@ -3,7 +3,8 @@
 package main
 
 import (
-	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
+	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd"    // the etcd backend
+	_ "github.com/lockcheck/lockcheck/harness/container/withdocker" // --runtime docker
 	"github.com/lockcheck/lockcheck/internal/cli"
 )
 

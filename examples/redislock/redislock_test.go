@@ -79,3 +79,10 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// The fixed lock with clients killed while they hold it: each kill is a
+// real SIGKILL of a worker process, which comes back as a new one, and the
+// killed holder's key expires with its TTL.
+func TestLuaReleaseSurvivesKilledHolders(t *testing.T) {
+	locktest.Run(t, open, locktest.Options{Topology: "redis", Failpoints: []string{beforeDelete}, Nemesis: []string{"kill-client"}, TimeLimit: 6 * time.Second})
+}

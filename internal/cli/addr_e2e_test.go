@@ -21,7 +21,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 	"github.com/lockcheck/lockcheck/backends/postgres"
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/backends/zookeeper"
