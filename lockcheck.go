@@ -21,11 +21,14 @@
 // an init function), never behind a flag.
 //
 // Your program links the built-in backends whose servers lockcheck can
-// start for your lock (Backend.Topology), but not etcd: its members are
-// lockcheck itself, so the etcd backend links the etcd server, by far the
-// largest dependency. Import it when your lock runs on etcd's topology:
+// start for your lock (Backend.Topology) and runs them as local processes.
+// Two parts are left out, being by far the largest dependencies: the etcd
+// backend (its members are lockcheck itself, so it links the etcd server)
+// and the docker runtime (--runtime docker, a Docker client). Import them
+// when your lock needs them; the lockcheck command has both:
 //
 //	import _ "github.com/lockcheck/lockcheck/backends/catalog/withetcd"
+//	import _ "github.com/lockcheck/lockcheck/harness/container/withdocker"
 package lockcheck
 
 import (
