@@ -13,7 +13,7 @@
 //		lockcheck.Main()
 //	}
 //
-//	go run . run --backend mylock --nemesis pause-holder
+//	go run . run --nemesis pause-holder   # your backend is the default
 //
 // Clients run as worker processes that are your executable started again,
 // so a pause of the holder stops your code where it stands. Register must
@@ -131,9 +131,10 @@ type Backend struct {
 	Open func(Config) (Lock, error)
 }
 
-// Register adds your backend to the command line Main runs. It panics on a
-// backend that cannot work (no name, no Open, a name taken, an unknown
-// topology): that is a programming error found on the first start.
+// Register adds your backend to the command line Main runs; the first one
+// registered is the default --backend. It panics on a backend that cannot
+// work (no name, no Open, a name taken, an unknown topology): that is a
+// programming error found on the first start.
 func Register(b Backend) {
 	if b.Name == "" || b.Open == nil {
 		panic("lockcheck: Register needs a Name and an Open function")
@@ -168,7 +169,14 @@ func Register(b Backend) {
 		entry.Programs, entry.Signature, entry.Diskless = top.Programs, top.Signature, top.Diskless
 	}
 	catalog.Register(entry)
+	if !registered {
+		registered, catalog.DefaultBackend = true, b.Name
+	}
 }
+
+// registered says whether Register ran: the first backend it registers is
+// the default.
+var registered bool
 
 // Main runs the lockcheck command line with os.Args and the registered
 // backends, and exits with its code: 0 the verdict is true, 1 it is false,
