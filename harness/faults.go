@@ -86,6 +86,9 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		if _, ok := svc.(nemesis.SessionKiller); ok {
 			t.Offers = append(t.Offers, nemesis.CapSessions)
 		}
+		if _, ok := svc.(nemesis.Promoter); ok {
+			t.Offers = append(t.Offers, nemesis.CapPromote)
+		}
 	}
 	return t
 }
