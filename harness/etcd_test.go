@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lockcheck/lockcheck/backends"
+	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 )
@@ -114,6 +116,16 @@ func replaceOnce(t *testing.T, s, from, to string) string {
 	i := strings.Index(s, from)
 	require.GreaterOrEqual(t, i, 0, "fixture lacks %q", from)
 	return s[:i] + to + s[i+len(from):]
+}
+
+// A program with every backend has every shipped scenario in its catalogue:
+// only a backend the program left out skips a file, never a misspelled one.
+func TestCatalogueHasEveryShippedFile(t *testing.T) {
+	entries, err := fs.ReadDir(shipped, "catalog")
+	require.NoError(t, err)
+	all, err := Catalogue()
+	require.NoError(t, err)
+	assert.Len(t, all, len(entries))
 }
 
 // The catalogue is lockcheck's regression suite: every shipped scenario

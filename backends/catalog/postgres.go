@@ -40,6 +40,7 @@ func init() {
 			}
 			return nil
 		},
+		PrepareAddrs: func(ctx context.Context, addrs []string) error { return postgres.Prepare(ctx, addrs[0]) },
 		Service: func(all []backends.Endpoint) any {
 			// Only a cluster with a standby offers the promotion
 			// failover-promote needs.
