@@ -98,6 +98,29 @@ type History struct {
 	// Truncated is set when the last line was cut off mid-write (a run that
 	// was killed); that line is dropped and the prefix is still checkable.
 	Truncated bool
+	// Excerpt is set when Events hold only part of a long history, read
+	// for its report: the nemesis events and the stretches around what the
+	// checker found.
+	Excerpt *Excerpt
+}
+
+// Excerpt says what a History that holds part of a long history left out.
+type Excerpt struct {
+	Length int // events in the whole history
+	// Operations are a sample of the whole history's client operations,
+	// for latency figures: an invoke and its completion each, one in
+	// Stride, in order (values left out).
+	Operations []Event
+	Stride     int
+	Operated   int // client operations that completed, sampled or not
+}
+
+// Length is the number of events in the whole history.
+func (h *History) Length() int {
+	if h.Excerpt != nil {
+		return h.Excerpt.Length
+	}
+	return len(h.Events)
 }
 
 // ParseError names the file, line and rule of a history or resource log

@@ -65,8 +65,23 @@ func ReadResource(path string) (*ResourceLog, error) {
 
 func readResource(r io.Reader) (*ResourceLog, error) {
 	l := &ResourceLog{Entries: []ResourceEntry{}}
+	truncated, err := StreamResource(r, func(e *ResourceEntry) error {
+		l.Entries = append(l.Entries, *e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.Truncated = truncated
+	return l, nil
+}
+
+// StreamResource reads and validates a resource log as ReadResource does,
+// one line at a time, calling visit with each entry (valid until visit
+// returns). truncated says the last line was cut off mid-write and dropped.
+func StreamResource(r io.Reader, visit func(*ResourceEntry) error) (truncated bool, err error) {
 	lastSeq := absent
-	truncated, err := eachLine(r, 64<<10, true, func(_ int, b []byte) error {
+	return eachLine(r, 64<<10, true, func(_ int, b []byte) error {
 		w := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
 		if err := json.Unmarshal(b, &w); err != nil {
 			return notJSON{err}
@@ -76,14 +91,8 @@ func readResource(r io.Reader) (*ResourceLog, error) {
 		}
 		w.ResourceEntry.Accepted = w.Accepted.value
 		lastSeq = w.Seq
-		l.Entries = append(l.Entries, w.ResourceEntry)
-		return nil
+		return visit(&w.ResourceEntry)
 	})
-	if err != nil {
-		return nil, err
-	}
-	l.Truncated = truncated
-	return l, nil
 }
 
 // resourceLine decodes one line and tells which required fields it lacked.
