@@ -81,10 +81,15 @@ func readResource(r io.Reader) (*ResourceLog, error) {
 // returns). truncated says the last line was cut off mid-write and dropped.
 func StreamResource(r io.Reader, visit func(*ResourceEntry) error) (truncated bool, err error) {
 	lastSeq := absent
+	dec := newEventDecoder()
 	return eachLine(r, 64<<10, true, func(_ int, b []byte) error {
-		w := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
-		if err := json.Unmarshal(b, &w); err != nil {
-			return notJSON{err}
+		blank := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
+		w := blank
+		if !dec.resource(b, &w) {
+			w = blank
+			if err := json.Unmarshal(b, &w); err != nil {
+				return notJSON{err}
+			}
 		}
 		if err := w.check(lastSeq); err != nil {
 			return err

@@ -18,10 +18,10 @@ var excerptBytes int64 = 32 << 20
 const (
 	// maxExcerptWindows bounds the stretches around findings an excerpt
 	// keeps, and maxWindowEvents the client events of each.
-	maxExcerptWindows = 8
-	maxWindowEvents   = 50_000
+	maxExcerptWindows = 4
+	maxWindowEvents   = 20_000
 	// maxSampledOps bounds the operations sampled for latency figures.
-	maxSampledOps = 50_000
+	maxSampledOps = 20_000
 )
 
 // readExcerpt reads the history at path for the report of res: the
@@ -38,27 +38,33 @@ func readExcerpt(path string, res *checker.Result) (*history.History, error) {
 	kept := make([]int, maxExcerptWindows)
 	invokes := map[history.Process]history.Event{}
 	var ops opSampler
-	h.Truncated, err = history.Stream(f, func(hd history.Header) error {
+	keep := func(decode func() (*history.Event, error)) error {
+		e, err := decode()
+		if err == nil {
+			h.Events = append(h.Events, *e)
+		}
+		return err
+	}
+	h.Truncated, err = history.Skim(f, func(hd history.Header) error {
 		h.Header = hd
 		windows = excerptWindows(res, hd.Config.TTLms)
 		return nil
-	}, func(e *history.Event) error {
+	}, func(head history.Head, decode func() (*history.Event, error)) error {
 		h.Excerpt.Length++
-		if e.Process == history.Nemesis {
-			h.Events = append(h.Events, *e)
-			return nil
+		if head.Process == history.Nemesis {
+			return keep(decode)
 		}
+		e := history.Event{Time: head.Time, Process: head.Process, Type: head.Type, F: head.F}
 		if e.Type == history.Invoke {
-			invokes[e.Process] = bare(e)
+			invokes[e.Process] = e
 		} else if inv, ok := invokes[e.Process]; ok {
 			delete(invokes, e.Process)
-			ops.add(inv, bare(e))
+			ops.add(inv, e)
 		}
 		for i, w := range windows {
 			if e.Time >= w.Start && e.Time <= w.End && kept[i] < maxWindowEvents {
 				kept[i]++
-				h.Events = append(h.Events, *e)
-				break
+				return keep(decode)
 			}
 		}
 		return nil
@@ -71,11 +77,6 @@ func readExcerpt(path string, res *checker.Result) (*history.History, error) {
 	}
 	h.Excerpt.Operations, h.Excerpt.Stride, h.Excerpt.Operated = ops.events, ops.stride, ops.seen
 	return h, nil
-}
-
-// bare is an event without its value and error: what a latency needs.
-func bare(e *history.Event) history.Event {
-	return history.Event{Index: e.Index, Time: e.Time, Process: e.Process, Type: e.Type, F: e.F, Key: e.Key}
 }
 
 // excerptWindows are the stretches of the history around what the checker
