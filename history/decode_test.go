@@ -58,17 +58,8 @@ func TestEventDecoderAgreesWithEncodingJSON(t *testing.T) {
 	// Random cuts and byte changes of valid lines decode, or are refused,
 	// exactly as encoding/json decodes or refuses them.
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte(`{}[]":,-0123456789.etrufalsn \` + "\x00\xff")
 	for range 20000 {
-		b := []byte(lines[rng.IntN(5)])
-		switch rng.IntN(3) {
-		case 0:
-			b = b[:rng.IntN(len(b))]
-		default:
-			for range 1 + rng.IntN(2) {
-				b[rng.IntN(len(b))] = alphabet[rng.IntN(len(alphabet))]
-			}
-		}
+		b := mutate(rng, []byte(lines[rng.IntN(5)]))
 		fast, slow, fastErr, slowErr := decodeBoth(d, b)
 		require.Equal(t, slowErr == nil, fastErr == nil, "%s", b)
 		if slowErr == nil {
@@ -86,18 +77,10 @@ func TestResourceDecoderAgreesWithEncodingJSON(t *testing.T) {
 	blank := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
 	d := newEventDecoder()
 	rng := rand.New(rand.NewPCG(3, 4))
-	alphabet := []byte(`{}[]":,-0123456789.etrufalsn \` + "\x00\xff")
 	for i := range 20000 {
 		b := []byte(lines[i%len(lines)])
 		if i >= len(lines) {
-			switch rng.IntN(3) {
-			case 0:
-				b = b[:rng.IntN(len(b))]
-			default:
-				for range 1 + rng.IntN(2) {
-					b[rng.IntN(len(b))] = alphabet[rng.IntN(len(alphabet))]
-				}
-			}
+			b = mutate(rng, b)
 		}
 		fast, slow := blank, blank
 		if i < len(lines) {
@@ -108,4 +91,17 @@ func TestResourceDecoderAgreesWithEncodingJSON(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b, &slow), "the fast path took a line encoding/json refuses: %s", b)
 		require.Equal(t, slow, fast, "%s", b)
 	}
+}
+
+// mutate cuts a line short or changes a byte or two of it, to random
+// bytes JSON gives meaning to.
+func mutate(rng *rand.Rand, b []byte) []byte {
+	alphabet := []byte(`{}[]":,-0123456789.etrufalsn \` + "\x00\xff")
+	if rng.IntN(3) == 0 {
+		return b[:rng.IntN(len(b))]
+	}
+	for range 1 + rng.IntN(2) {
+		b[rng.IntN(len(b))] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return b
 }
