@@ -160,6 +160,8 @@ type scanner struct {
 	// settleAt is the package's settleAt, or 0 for a scan that settles
 	// nothing before the end.
 	settleAt   int
+	slack      int64 // settleSlack
+	following  bool  // the history is being written: its end is not known
 	settledAny bool
 	lastCut    int64 // the latest settling of any key
 	// reordered is set when the history went back past a settled
@@ -236,6 +238,7 @@ func newScanner(hd history.Header, opts Options, resource resourceSource) *scann
 		procs:     map[history.Process]*procState{},
 		sessions:  newSessionEnds(),
 		settleAt:  settleAt,
+		slack:     settleSlack,
 		hasLog:    resource != nil,
 		source:    resource,
 		outcomes:  &outcomes{},

@@ -16,11 +16,26 @@ import (
 // follows the number of clients and keys, not the length of the history.
 //
 // A stretch settled at time T is sound when every later event on the key
-// is timed after T: a recorded history is, up to the few microseconds
-// between taking a time and appending the event. A history that goes back
-// past a settled stretch (or a resource log entry for a write already
-// settled without it) is checked again from the start without settling.
-var settleAt = 4096
+// is timed after T. A recorded history is, up to the moments between
+// taking a time and appending the event (a fraction of a millisecond, more
+// on a loaded machine): so the scan picks a point of rest at T, goes on
+// reading, and settles the stretch up to that point only once it has read
+// settleSlack past T without an event of the key timed at T or before (one
+// that was drops the point). A history that still goes back past a
+// settled stretch (or a resource log entry for a write already settled
+// without it) is checked again from the start without settling.
+var (
+	settleAt    = 4096
+	settleSlack = int64(250e6)
+)
+
+// restPoint is a point at which a key was at rest: the facts the scan held
+// of it then, and the earliest acquire then in flight (never: none).
+type restPoint struct {
+	at                              int64
+	grants, attempts, writes, reads int
+	pendingFrom                     int64
+}
 
 // keySettled is what the checks keep of a key's settled stretches.
 type keySettled struct {
@@ -30,6 +45,9 @@ type keySettled struct {
 	// must be timed after it.
 	cut    int64
 	hasCut bool
+	// rest is the point of rest the scan settles at once it has read
+	// settleSlack past it; nil when there is none.
+	rest *restPoint
 
 	leaseViolations int
 	leaseEvidence   []LeaseViolation // the first maxEvidence
@@ -63,31 +81,44 @@ func sliceSource(entries []history.ResourceEntry) resourceSource {
 // size is how many facts the scan holds of k.
 func (k *keyFacts) size() int { return len(k.grants) + len(k.attempts) + len(k.writes) + len(k.reads) }
 
-// observe notes an event's time against the settled stretches before the
-// scan takes it: key is the key of the operation it belongs to ("" for
-// the nemesis).
+// observe notes an event's time against the settled stretches and the
+// points of rest before the scan takes it: key is the key of the
+// operation it belongs to ("" for the nemesis).
 func (s *scanner) observe(e *history.Event, key string) {
+	k, ok := s.keys[key]
+	if ok && k.settled.rest != nil && e.Time <= k.settled.rest.at {
+		k.settled.rest = nil // the key was not at rest at that time after all
+	}
+	if key == "" {
+		for _, k := range s.keys {
+			if k.settled.rest != nil && e.Time <= k.settled.rest.at {
+				k.settled.rest = nil
+			}
+		}
+	}
 	if !s.settledAny {
 		return
 	}
-	if e.Time < s.facts.span.Start || (key == "" && e.Time <= s.lastCut) {
-		s.reordered = true
-		return
-	}
-	if k, ok := s.keys[key]; ok && k.settled.hasCut && e.Time <= k.settled.cut {
+	if e.Time < s.facts.span.Start || (key == "" && e.Time <= s.lastCut) || (ok && k.settled.hasCut && e.Time <= k.settled.cut) {
 		s.reordered = true
 	}
 }
 
-// trySettle settles k when the scan holds enough of it and it is at rest.
+// trySettle settles k up to its point of rest once the scan read far enough
+// past it, and picks a point of rest when the scan holds enough of k and k
+// is at rest.
 func (s *scanner) trySettle(k *keyFacts) {
-	if s.settleAt == 0 || k.size() < s.settleAt || s.reordered {
+	if s.settleAt == 0 || s.reordered {
 		return
 	}
-	for _, undo := range s.sessions.undo {
-		if len(undo) > 0 {
-			return // a kill-session whose landing is not known yet may be undone
+	if r := k.settled.rest; r != nil {
+		if s.facts.span.End > r.at+s.slack && !s.sessionsPending() {
+			s.settleRest(k)
 		}
+		return
+	}
+	if k.size() < s.settleAt || s.sessionsPending() {
+		return
 	}
 	for _, ps := range s.procs {
 		busy := ps.hasInvoke && ps.invoke.Key == k.key && ps.invoke.F != history.FAcquire
@@ -95,21 +126,70 @@ func (s *scanner) trySettle(k *keyFacts) {
 			return
 		}
 	}
-	at := k.last
+	r := &restPoint{at: k.last, grants: len(k.grants), attempts: len(k.attempts), writes: len(k.writes), reads: len(k.reads), pendingFrom: never}
 	for i := range k.grants {
 		g := &k.grants[i]
 		if g.CertainEnd > k.last { // a lease still live, or without a TTL
 			return
 		}
-		at = max(at, g.BeliefEnd)
+		r.at = max(r.at, g.BeliefEnd)
 	}
 	for _, a := range k.attempts {
 		if a.end != never {
-			at = max(at, a.end)
+			r.at = max(r.at, a.end)
+		} else {
+			r.pendingFrom = min(r.pendingFrom, a.invoke)
 		}
 	}
-	s.pullResource(at)
-	s.settle(k, at, false)
+	k.settled.rest = r
+}
+
+// sessionsPending says a kill-session whose landing is not known yet may
+// still be undone: held leases may still change.
+func (s *scanner) sessionsPending() bool {
+	for _, undo := range s.sessions.undo {
+		if len(undo) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// settleRest settles k up to its point of rest: what the scan read of k
+// since is kept, and the indices into it moved.
+func (s *scanner) settleRest(k *keyFacts) {
+	r := k.settled.rest
+	k.settled.rest = nil
+	grants, writes, reads := k.grants, k.writes, k.reads
+	k.grants, k.writes, k.reads = grants[:r.grants], writes[:r.writes], reads[:r.reads]
+	s.pullResource(r.at)
+	from := s.settle(k, r.pendingFrom, false)
+	s.forgetWrites(k)
+	k.grants = append([]Grant(nil), grants[r.grants:]...)
+	k.writes = append([]writeOp(nil), writes[r.writes:]...)
+	k.reads = append([]readOp(nil), reads[r.reads:]...)
+	for _, ps := range s.procs {
+		for i := range ps.held {
+			if l := &ps.held[i]; l.key == k {
+				l.idx -= r.grants
+				for j := range l.before {
+					l.before[j].idx -= r.grants
+				}
+			}
+		}
+		if ps.hasReleasing && ps.releasing.key == k {
+			ps.releasing.idx -= r.grants
+			for j := range ps.releasing.before {
+				ps.releasing.before[j].idx -= r.grants
+			}
+		}
+		if ps.writeKey == k {
+			ps.writeIdx -= r.writes
+		}
+	}
+	s.forgetAttempts(k, from)
+	k.settled.cut, k.settled.hasCut = r.at, true
+	s.lastCut, s.settledAny = max(s.lastCut, r.at), true
 }
 
 // pullResource takes the resource log's entries up to time at.
@@ -121,7 +201,9 @@ func (s *scanner) pullResource(at int64) {
 				s.err = err
 			}
 			if e == nil {
-				s.source = nil
+				if !s.following {
+					s.source = nil // the end of the log
+				}
 				return
 			}
 			c := *e
@@ -140,8 +222,10 @@ func (s *scanner) pullResource(at int64) {
 }
 
 // settle runs the checks on the stretch of k the scan holds, settled at
-// time at; with final, the end of the history, it is the key's last.
-func (s *scanner) settle(k *keyFacts, at int64, final bool) {
+// time at with acquires in flight from pendingFrom; with final, the end of
+// the history, it is the key's last. It returns the moment from which the
+// key's acquires still matter (stalls.settle).
+func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 	ks := &k.settled
 	ks.writes += len(k.writes)
 	leaseViolations(k.grants, func(earlier, later Grant) {
@@ -161,19 +245,11 @@ func (s *scanner) settle(k *keyFacts, at int64, final bool) {
 		}
 	})
 	var fenced []Grant
-	pendingFrom := int64(never)
 	for _, g := range k.grants {
 		if g.Fence != nil {
 			fenced = append(fenced, g)
 		}
 		s.latencies = append(s.latencies, g.OK-g.Invoke)
-	}
-	if !final {
-		for _, a := range k.attempts {
-			if a.end == never {
-				pendingFrom = min(pendingFrom, a.invoke)
-			}
-		}
 	}
 	ks.fences.settle(fenced, pendingFrom)
 	if !s.hasLog {
@@ -196,16 +272,13 @@ func (s *scanner) settle(k *keyFacts, at int64, final bool) {
 	}
 	if final {
 		ks.lin.close(s.lin.add)
-		return
 	}
-	s.forget(k, from)
-	ks.cut, ks.hasCut = at, true
-	s.lastCut, s.settledAny = max(s.lastCut, at), true
+	return from
 }
 
-// forget drops the settled stretch of k, keeping the acquires that may
-// still be in flight in a gap from from on.
-func (s *scanner) forget(k *keyFacts, from int64) {
+// forgetWrites drops the resource log entries of k's writes being
+// settled, remembering the writes that had no accepted one.
+func (s *scanner) forgetWrites(k *keyFacts) {
 	for i := range k.writes {
 		req := k.writes[i].req
 		if !s.hasLog || req == "" {
@@ -218,7 +291,11 @@ func (s *scanner) forget(k *keyFacts, from int64) {
 		}
 		delete(s.outcomes.byReq, req)
 	}
-	k.grants, k.writes, k.reads = k.grants[:0], k.writes[:0], k.reads[:0]
+}
+
+// forgetAttempts keeps the acquires of k that may still be in flight in a
+// gap from from on.
+func (s *scanner) forgetAttempts(k *keyFacts, from int64) {
 	moved := map[int]int{}
 	kept := k.attempts[:0]
 	for i, a := range k.attempts {
@@ -239,6 +316,6 @@ func (s *scanner) forget(k *keyFacts, from int64) {
 func (s *scanner) settleAll(f *facts) {
 	s.pullResource(math.MaxInt64)
 	for _, k := range f.keys {
-		s.settle(k, f.span.End, true)
+		s.settle(k, never, true)
 	}
 }
