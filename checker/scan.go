@@ -152,6 +152,7 @@ type scanner struct {
 	allowance func(ttlMs int64) int64
 	facts     facts
 	keys      map[string]*keyFacts
+	lastKey   *keyFacts // the key of the latest lookup: most runs have one
 	procs     map[history.Process]*procState
 	events    int
 	kept      keptValues
@@ -282,10 +283,18 @@ func (s *scanner) event(e *history.Event) {
 	default:
 		s.complete(e)
 	}
-	if k, ok := s.keys[key]; ok {
+	if k := s.known(key); k != nil {
 		k.last = max(k.last, e.Time)
 		s.trySettle(k)
 	}
+}
+
+// known is the facts of key, or nil when no event named it.
+func (s *scanner) known(key string) *keyFacts {
+	if k := s.lastKey; k != nil && k.key == key {
+		return k
+	}
+	return s.keys[key]
 }
 
 // finish ends the scan at the end of the history and returns its facts.
@@ -305,11 +314,12 @@ func (s *scanner) finish() *facts {
 }
 
 func (s *scanner) key(name string) *keyFacts {
-	k, ok := s.keys[name]
-	if !ok {
+	k := s.known(name)
+	if k == nil {
 		k = &keyFacts{key: name}
 		s.keys[name] = k
 	}
+	s.lastKey = k
 	return k
 }
 

@@ -85,7 +85,8 @@ func (k *keyFacts) size() int { return len(k.grants) + len(k.attempts) + len(k.w
 // points of rest before the scan takes it: key is the key of the
 // operation it belongs to ("" for the nemesis).
 func (s *scanner) observe(e *history.Event, key string) {
-	k, ok := s.keys[key]
+	k := s.known(key)
+	ok := k != nil
 	if ok && k.settled.rest != nil && e.Time <= k.settled.rest.at {
 		k.settled.rest = nil // the key was not at rest at that time after all
 	}
@@ -212,7 +213,7 @@ func (s *scanner) pullResource(at int64) {
 		if s.pulled.Time > at {
 			return
 		}
-		if s.weak[s.pulled.Req] {
+		if len(s.weak) > 0 && s.weak[s.pulled.Req] {
 			s.reordered = true // a write settled without this entry
 		}
 		s.outcomes.add(s.pulled)

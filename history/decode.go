@@ -16,6 +16,7 @@ type eventDecoder struct {
 	// strings interns the keys, types, functions and targets seen, so that
 	// a million events do not hold a million copies of "acquire".
 	strings map[string]string
+	last    string // the latest string interned through the table: a run's one key
 }
 
 // maxInterned bounds the interned strings; a history of unusual values
@@ -136,7 +137,11 @@ func (d *eventDecoder) intern(b []byte) string {
 	case FWrite:
 		return FWrite
 	}
+	if string(b) == d.last {
+		return d.last
+	}
 	if s, ok := d.strings[string(b)]; ok {
+		d.last = s
 		return s
 	}
 	s := string(b)
