@@ -153,7 +153,7 @@ func earliest(a, b string) string {
 }
 
 // copyTree copies the folder from to to, files and folders (symlinks as
-// links).
+// links); sockets and other special files a server left are not copied.
 func copyTree(from, to string) error {
 	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -173,6 +173,8 @@ func copyTree(from, to string) error {
 				return err
 			}
 			return os.Symlink(link, dst)
+		case !d.Type().IsRegular():
+			return nil
 		}
 		return copyFile(path, dst)
 	})

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,10 @@ import (
 // its own store, as n machines would; it returns the stores and the whole.
 func shardsOf(t *testing.T, n int) ([]string, *Comparison) {
 	src, whole := comparisonWithRuns(t)
+	// A server's socket left in a run's node directory is not copied.
+	sock, err := net.Listen("unix", filepath.Join(src, "run-fenced", ".s.sock"))
+	require.NoError(t, err)
+	t.Cleanup(func() { sock.Close() })
 	var stores []string
 	for i := 1; i <= n; i++ {
 		store := t.TempDir()
