@@ -49,6 +49,7 @@ func (f *Follower) open() error {
 		f.resource, err = nil, nil
 	}
 	if err != nil {
+		h.Close()
 		return err
 	}
 	var source resourceSource
