@@ -2,6 +2,8 @@ package checker
 
 import (
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,19 +45,19 @@ func withoutSettledFirsts(r *Result) *Result {
 	return &c
 }
 
-// TestDifferentialSettle holds a scan that settles stretch after stretch
-// to one that holds the whole history: on random histories settled as
-// often as they can be, the same verdict, counts, evidence and reasons.
-func TestDifferentialSettle(t *testing.T) {
+// settleDifferential holds a scan that settles stretch after stretch to
+// one that holds the whole history, on histories draw makes, settled as
+// often as they can be (reading on past a point of rest for up to 5 ms of
+// the history): the same verdict, counts, evidence and reasons.
+func settleDifferential(t *testing.T, draw func(rt *rapid.T) *checktest.Builder) {
 	manyChecks(t)
 	slack := settleSlack
 	t.Cleanup(func() { settleSlack = slack })
 	var settled int
 	defer func() { t.Logf("%d histories were settled before their end", settled) }()
 	rapid.Check(t, func(rt *rapid.T) {
-		b := checktest.Random(rt, rapid.Bool().Draw(rt, "reads and writes"))
+		b := draw(rt)
 		h := b.Build(rt)
-		// Read on past a point of rest for up to 5 ms of the history.
 		settleSlack = int64(rapid.IntRange(0, 5).Draw(rt, "slack ms")) * 1e6
 		whole, _ := checkSettlingAt(t, h, nil, 0)
 		stretched, ok := checkSettlingAt(t, h, nil, rapid.IntRange(1, 6).Draw(rt, "settle at"))
@@ -68,6 +70,36 @@ func TestDifferentialSettle(t *testing.T) {
 		}
 	})
 	assert.Positive(t, settled)
+}
+
+func TestDifferentialSettle(t *testing.T) {
+	settleDifferential(t, func(rt *rapid.T) *checktest.Builder {
+		return checktest.Random(rt, rapid.Bool().Draw(rt, "reads and writes"))
+	})
+}
+
+// TestDifferentialSettleTwoKeys settles two random histories run side by
+// side on two keys by distinct clients, key by key.
+func TestDifferentialSettleTwoKeys(t *testing.T) {
+	settleDifferential(t, func(rt *rapid.T) *checktest.Builder {
+		rw := rapid.Bool().Draw(rt, "reads and writes")
+		b := checktest.Random(rt, rw)
+		for _, e := range checktest.Random(rt, rw).Events {
+			if e.Process == history.Nemesis {
+				if v := e.Value; v != nil && strings.HasPrefix(v.Target, "c") {
+					c := *v
+					n, _ := strconv.Atoi(v.Target[1:])
+					c.Target = "c" + strconv.Itoa(n+10)
+					e.Value = &c
+				}
+			} else {
+				e.Process += 10
+				e.Key = "lock-1"
+			}
+			b.Events = append(b.Events, e)
+		}
+		return b
+	})
 }
 
 // TestSettleGeneratedHistory settles a generated history with its resource
