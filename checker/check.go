@@ -45,28 +45,61 @@ func (o Options) withDefaults() Options {
 // judges the writes as the clients saw them.
 func Check(h *history.History, resource []history.ResourceEntry, opts Options) *Result {
 	opts = opts.withDefaults()
-	return checkScanned(h.Header, h.Truncated, scan(h, opts.ClockAllowance), resource, opts)
+	r, _ := checkSettling(func(settle bool) (*Result, bool, error) {
+		s := newScanner(h.Header, opts, sliceSource(resource))
+		if !settle {
+			s.settleAt = 0
+		}
+		for i := range h.Events {
+			s.event(&h.Events[i])
+		}
+		return s.concluded(h.Truncated)
+	})
+	return r
 }
 
-// checkScanned runs the checks on the facts of a scanned history with
-// header hd; truncated says its last line was cut off.
-func checkScanned(hd history.Header, truncated bool, f *facts, resource []history.ResourceEntry, opts Options) *Result {
-	outcomes := newOutcomes(resource)
-	source, unjudged := SourceResourceLog, 0
-	if resource == nil {
-		resource, unjudged = entriesFromHistory(f.keys)
-		source = SourceHistory
+// checkSettling runs a check that settles as it goes (check(true)); a
+// history that went back past a settled stretch is checked again without
+// settling. check returns the result, whether the history went back, and
+// a read error.
+func checkSettling(check func(settle bool) (*Result, bool, error)) (*Result, error) {
+	r, reordered, err := check(true)
+	if err == nil && reordered {
+		r, _, err = check(false)
 	}
+	return r, err
+}
+
+// concluded concludes the scan, or says it went back past a settled
+// stretch (then the result is nil); truncated says the history's last line
+// was cut off.
+func (s *scanner) concluded(truncated bool) (*Result, bool, error) {
+	r, err := s.conclude(truncated)
+	if s.reordered {
+		return nil, true, nil
+	}
+	return r, false, err
+}
+
+// conclude settles what the scan still holds and runs the checks on the
+// history's facts; truncated says its last line was cut off.
+func (s *scanner) conclude(truncated bool) (*Result, error) {
+	f := s.finish()
+	s.settleAll(f)
+	if s.err != nil {
+		return nil, s.err
+	}
+	hd := s.header
 	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: truncated}}
 	r.Checks = Checks{
-		LeaseSafety:     checkLeaseSafety(f.keys, f.faults),
-		DoubleOwnership: checkDoubleOwnership(f.keys, f.faults, outcomes),
-		Resource:        checkResource(resource, source),
-		Fencing:         checkFencing(f.keys, f.faults),
-		Linearizability: newLinearizabilityCheck(f, outcomes, opts.LinearizabilityTimeout).result(),
-		Liveness:        checkLiveness(f),
+		LeaseSafety:     leaseSafety(f.keys, f.faults),
+		DoubleOwnership: doubleOwnership(f.keys, f.faults),
+		Resource:        s.resource.result(),
+		Fencing:         fencing(f.keys, f.faults),
+		Linearizability: s.lin.result(func(key string) int { return s.keys[key].settled.lin.segments }, f.span),
+		Liveness:        checkLiveness(f, s.latencies),
 	}
-	r.Checks.Resource.withUnjudged(unjudged)
+	r.Checks.Resource.withUnjudged(s.unjudged)
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
 	fenced := hd.Config.Guarded()
@@ -75,7 +108,7 @@ func checkScanned(hd history.Header, truncated bool, f *facts, resource []histor
 	r.UnknownReasons = runUnknownReasons(hd, f, r)
 	r.Reason = withRunReasons(r)
 	r.FirstAnomalyMs = firstAnomalyMs(r, fenced)
-	return r
+	return r, nil
 }
 
 // verdict is false when a check failed (lease safety, resource, fencing,

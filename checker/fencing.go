@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sort"
 
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -14,60 +15,106 @@ const (
 	FenceRegression = "regression"
 )
 
-// checkFencing checks that fences rise with the real-time order of grants,
-// per key, over the grants that carry a fence. A fence handed to more than
-// one grant is a duplicate (each extra grant counts once). A grant asked for
-// after another grant completed (B.Invoke > A.OK, so A is certainly earlier)
-// with a lower fence is a regression; sweeping grants by invoke against a
-// pointer over grants by OK keeps the highest fence certainly before each.
-// An anomaly across a promotion is explained by it: see fenceCause.
-func checkFencing(keys []*keyFacts, faults []Fault) Fencing {
-	res := Fencing{Valid: true}
-	note := func(kind string, earlier, later Grant) {
-		if len(res.Anomalies) < maxEvidence {
-			res.Anomalies = append(res.Anomalies, FenceAnomaly{Kind: kind, Earlier: earlier, Later: later, Cause: fenceCause(faults, earlier, later)})
-		}
+// fenceOrder is what the fencing check keeps of a key's settled grants:
+// the fences handed out, and the highest fence certainly granted before
+// any acquire still to be judged.
+type fenceOrder struct {
+	checked bool
+	seen    fenceSet
+	// base is the grant of the highest fence among the settled grants
+	// granted before the earliest acquire still pending at the last
+	// settling; carry are the settled fenced grants from then on, by OK.
+	base  *Grant
+	carry []Grant
+
+	duplicates, regressions []FenceAnomaly // the first maxEvidence of each, in the order found
+	dupN, regN              int
+}
+
+// settle checks fenced, one stretch of a key's grants, against the grants
+// settled before it: fences must rise with the real-time order of grants
+// that carry one. A fence handed to more than one grant is a duplicate
+// (each extra grant counts once). A grant asked for after another grant
+// completed (B.Invoke > A.OK, so A is certainly earlier) with a lower fence
+// is a regression; sweeping grants by invoke against a pointer over grants
+// by OK keeps the highest fence certainly before each. pendingFrom is the
+// invoke of the earliest acquire still pending, never when none is: the
+// grants it may still get are judged against what was granted before it.
+func (o *fenceOrder) settle(fenced []Grant, pendingFrom int64) {
+	if len(fenced) == 0 {
+		return
 	}
-	for _, k := range keys {
-		var fenced []Grant
-		for _, g := range k.grants {
-			if g.Fence != nil {
-				fenced = append(fenced, g)
-			}
-		}
-		if len(fenced) == 0 {
+	o.checked = true
+	byFence := slices.Clone(fenced)
+	slices.SortFunc(byFence, func(a, b Grant) int {
+		return cmp.Or(cmp.Compare(*a.Fence, *b.Fence), cmp.Compare(a.OK, b.OK))
+	})
+	first := 0 // the earliest grant of the current fence value
+	for i := range byFence {
+		switch {
+		case o.seen.has(*byFence[i].Fence):
+			// A settled grant had it first; only its fence is kept.
+			o.note(&o.duplicates, &o.dupN, FenceDuplicate, Grant{Key: byFence[i].Key, Fence: byFence[i].Fence}, byFence[i])
+			continue
+		case i == 0 || *byFence[i].Fence != *byFence[first].Fence:
+			first = i
 			continue
 		}
-		res.Checked = true
+		o.note(&o.duplicates, &o.dupN, FenceDuplicate, byFence[first], byFence[i])
+	}
+	for _, g := range fenced {
+		o.seen.add(*g.Fence)
+	}
 
-		byFence := slices.Clone(fenced)
-		slices.SortFunc(byFence, func(a, b Grant) int {
-			return cmp.Or(cmp.Compare(*a.Fence, *b.Fence), cmp.Compare(a.OK, b.OK))
-		})
-		first := 0 // the earliest grant of the current fence value
-		for i := 1; i < len(byFence); i++ {
-			if *byFence[i].Fence != *byFence[first].Fence {
-				first = i
-				continue
+	byOK := append(slices.Clone(o.carry), fenced...)
+	slices.SortFunc(byOK, func(a, b Grant) int { return cmp.Compare(a.OK, b.OK) })
+	byInvoke := byFence // reuse: its order is no longer needed
+	slices.SortFunc(byInvoke, func(a, b Grant) int { return cmp.Compare(a.Invoke, b.Invoke) })
+	highest, next := o.base, 0
+	for _, b := range byInvoke {
+		for ; next < len(byOK) && byOK[next].OK < b.Invoke; next++ {
+			if highest == nil || *byOK[next].Fence > *highest.Fence {
+				highest = &byOK[next]
 			}
-			res.Duplicates++
-			note(FenceDuplicate, byFence[first], byFence[i])
 		}
+		if highest != nil && *b.Fence < *highest.Fence {
+			o.note(&o.regressions, &o.regN, FenceRegression, *highest, b)
+		}
+	}
+	// Keep what a pending acquire's grant is still judged against.
+	o.carry = o.carry[:0]
+	for i := range byOK {
+		if byOK[i].OK >= pendingFrom {
+			o.carry = append(o.carry, byOK[i])
+		} else if o.base == nil || *byOK[i].Fence > *o.base.Fence {
+			g := byOK[i]
+			o.base = &g
+		}
+	}
+}
 
-		byOK := fenced
-		slices.SortFunc(byOK, func(a, b Grant) int { return cmp.Compare(a.OK, b.OK) })
-		byInvoke := byFence // reuse: its order is no longer needed
-		slices.SortFunc(byInvoke, func(a, b Grant) int { return cmp.Compare(a.Invoke, b.Invoke) })
-		highest, next := -1, 0
-		for _, b := range byInvoke {
-			for ; next < len(byOK) && byOK[next].OK < b.Invoke; next++ {
-				if highest < 0 || *byOK[next].Fence > *byOK[highest].Fence {
-					highest = next
+func (o *fenceOrder) note(list *[]FenceAnomaly, n *int, kind string, earlier, later Grant) {
+	*n++
+	if len(*list) < maxEvidence {
+		*list = append(*list, FenceAnomaly{Kind: kind, Earlier: earlier, Later: later})
+	}
+}
+
+// fencing gathers the keys' fence anomalies, in key order, each key's
+// duplicates before its regressions, explaining each by the faults.
+func fencing(keys []*keyFacts, faults []Fault) Fencing {
+	res := Fencing{Valid: true}
+	for _, k := range keys {
+		o := &k.settled.fences
+		res.Checked = res.Checked || o.checked
+		res.Duplicates += o.dupN
+		res.Regressions += o.regN
+		for _, list := range [][]FenceAnomaly{o.duplicates, o.regressions} {
+			for _, a := range list {
+				if len(res.Anomalies) < maxEvidence {
+					a.Cause = fenceCause(faults, a.Earlier, a.Later)
+					res.Anomalies = append(res.Anomalies, a)
 				}
-			}
-			if highest >= 0 && *b.Fence < *byOK[highest].Fence {
-				res.Regressions++
-				note(FenceRegression, byOK[highest], b)
 			}
 		}
 	}
@@ -76,6 +123,38 @@ func checkFencing(keys []*keyFacts, faults []Fault) Fencing {
 		res.State, res.StateReason = StateSkipped, "no grant carried a fence"
 	}
 	return res
+}
+
+// fenceSet is a set of fences as sorted, disjoint, non-adjacent ranges:
+// fences rise one by one, so a long run's fences are a handful of ranges.
+type fenceSet struct{ ranges [][2]int64 }
+
+// find is the index of the first range that ends at or after f.
+func (s *fenceSet) find(f int64) int {
+	return sort.Search(len(s.ranges), func(i int) bool { return s.ranges[i][1] >= f })
+}
+
+func (s *fenceSet) has(f int64) bool {
+	i := s.find(f)
+	return i < len(s.ranges) && s.ranges[i][0] <= f
+}
+
+func (s *fenceSet) add(f int64) {
+	i := s.find(f - 1) // the first range that ends at f-1 or later: f may extend it
+	switch {
+	case i < len(s.ranges) && s.ranges[i][0] <= f && f <= s.ranges[i][1]:
+		return
+	case i < len(s.ranges) && s.ranges[i][1] == f-1:
+		s.ranges[i][1] = f
+		if i+1 < len(s.ranges) && s.ranges[i+1][0] == f+1 {
+			s.ranges[i][1] = s.ranges[i+1][1]
+			s.ranges = slices.Delete(s.ranges, i+1, i+2)
+		}
+	case i < len(s.ranges) && s.ranges[i][0] == f+1:
+		s.ranges[i][0] = f
+	default:
+		s.ranges = slices.Insert(s.ranges, i, [2]int64{f, f})
+	}
 }
 
 // fenceCause explains a fence that went back when a replica was promoted

@@ -12,11 +12,13 @@ import (
 // maxEvidence bounds every evidence list; the counts stay exact.
 const maxEvidence = 1000
 
-// checkLeaseSafety finds grants made while another process's lease was
-// certainly live. A later grant B (by OK) violates an earlier grant A
-// (another process, same key) when B was granted before A's lease can have
-// ended (B.OK < A.CertainEnd) and, whatever order the two were granted in
-// within their acquires, one lies inside the other's lease:
+// leaseViolations finds the grants among grants (one key's, in any order)
+// made while another process's lease was certainly live, calling found with
+// each pair in the order of the later grant's OK. A later grant B (by OK)
+// violates an earlier grant A (another process, same key) when B was
+// granted before A's lease can have ended (B.OK < A.CertainEnd) and,
+// whatever order the two were granted in within their acquires, one lies
+// inside the other's lease:
 //
 //   - B was asked for after A was granted (B.Invoke > A.OK; equal times
 //     prove no order), so A was first and B lies inside A's lease, or
@@ -28,38 +30,43 @@ const maxEvidence = 1000
 // OK < B.CertainEnd. The earlier grant of another process with the largest
 // CertainEnd in the longer prefix decides; a prefix table of the best two
 // grants of distinct processes answers that in O(log n).
-func checkLeaseSafety(keys []*keyFacts, faults []Fault) LeaseSafety {
-	res := LeaseSafety{Valid: true}
-	for _, k := range keys {
-		grants := slices.Clone(k.grants)
-		slices.SortFunc(grants, func(a, b Grant) int {
-			return cmp.Or(cmp.Compare(a.OK, b.OK), cmp.Compare(a.Invoke, b.Invoke), cmp.Compare(a.Index, b.Index))
-		})
-		// best[i] is the best two among grants[:i].
-		best := make([]bestTwo, len(grants)+1)
-		for i := range grants {
-			best[i+1] = best[i]
-			best[i+1].add(grants, i)
+//
+// The scan settles a key's grants in stretches between which no lease is
+// live (settle), so no violation spans two stretches.
+func leaseViolations(grants []Grant, found func(earlier, later Grant)) {
+	grants = slices.Clone(grants)
+	slices.SortFunc(grants, func(a, b Grant) int {
+		return cmp.Or(cmp.Compare(a.OK, b.OK), cmp.Compare(a.Invoke, b.Invoke), cmp.Compare(a.Index, b.Index))
+	})
+	// best[i] is the best two among grants[:i].
+	best := make([]bestTwo, len(grants)+1)
+	for i := range grants {
+		best[i+1] = best[i]
+		best[i+1].add(grants, i)
+	}
+	for i, b := range grants {
+		candidates := best[i]
+		if b.OK >= b.CertainEnd {
+			settled := sort.Search(len(grants), func(j int) bool { return grants[j].OK >= b.Invoke })
+			live := sort.Search(len(grants), func(j int) bool { return grants[j].OK >= b.CertainEnd })
+			candidates = best[min(max(settled, live), i)]
 		}
-		for i, b := range grants {
-			candidates := best[i]
-			if b.OK >= b.CertainEnd {
-				settled := sort.Search(len(grants), func(j int) bool { return grants[j].OK >= b.Invoke })
-				live := sort.Search(len(grants), func(j int) bool { return grants[j].OK >= b.CertainEnd })
-				candidates = best[min(max(settled, live), i)]
-			}
-			a, ok := candidates.other(grants, b.Process)
-			if !ok || b.OK >= a.CertainEnd {
-				continue
-			}
-			res.Violations++
+		if a, ok := candidates.other(grants, b.Process); ok && b.OK < a.CertainEnd {
+			found(a, b)
+		}
+	}
+}
+
+// leaseSafety gathers the keys' violations, in key order, naming the
+// faults in force during each.
+func leaseSafety(keys []*keyFacts, faults []Fault) LeaseSafety {
+	res := LeaseSafety{}
+	for _, k := range keys {
+		res.Violations += k.settled.leaseViolations
+		for _, v := range k.settled.leaseEvidence {
 			if len(res.Evidence) < maxEvidence {
-				res.Evidence = append(res.Evidence, LeaseViolation{
-					Key:     k.key,
-					Earlier: a,
-					Later:   b,
-					Faults:  faultNames(faultsDuring(faults, a.OK, b.OK)),
-				})
+				v.Faults = faultNames(faultsDuring(faults, v.Earlier.OK, v.Later.OK))
+				res.Evidence = append(res.Evidence, v)
 			}
 		}
 	}

@@ -152,17 +152,20 @@ func rmwModel(init regState) porcupine.Model {
 	}
 }
 
-// keyOperations turns a key's writes and read-only reads into porcupine
-// operations sorted by call. Lanes (ClientId) are dense per key, as the
-// visualization wants them.
+// keyOperations turns a key's writes and read-only reads (those the scan
+// holds: the stretch being settled) into porcupine operations sorted by
+// call. Lanes (ClientId) are dense per key, as the visualization wants
+// them.
 func keyOperations(k *keyFacts, outcomes *outcomes) []porcupine.Operation {
 	ops := make([]porcupine.Operation, 0, len(k.writes)+len(k.reads))
-	lanes := map[history.Process]int{}
+	if k.lanes == nil {
+		k.lanes = map[history.Process]int{}
+	}
 	lane := func(p history.Process) int {
-		l, ok := lanes[p]
+		l, ok := k.lanes[p]
 		if !ok {
-			l = len(lanes)
-			lanes[p] = l
+			l = len(k.lanes)
+			k.lanes[p] = l
 		}
 		return l
 	}
@@ -213,120 +216,179 @@ func keyOperations(k *keyFacts, outcomes *outcomes) []porcupine.Operation {
 type segment struct {
 	key    string
 	number int // 1-based, within the key
-	of     int // segments of the key
 	ops    []porcupine.Operation
+	size   int // len(ops), also once ops were let go
 	init   regState
-	window Interval
+	window Interval // its End is the latest return, before the end of the span caps it
 }
 
-// segmentOps cuts a key's operations (sorted by call) at quiescent points.
-// A cut before op i is sound when every earlier op returned before op i was
-// called and op i-1 is itself disjoint from all ops before it: op i-1 is
-// then last in every linearization of the ops before the cut, and the state
-// after it, which starts the next segment, is determined.
+// segmenter cuts a key's operations, fed in call order, at quiescent
+// points. A cut before op i is sound when every earlier op returned before
+// op i was called and op i-1 is itself disjoint from all ops before it: op
+// i-1 is then last in every linearization of the ops before the cut, and
+// the state after it, which starts the next segment, is determined.
+type segmenter struct {
+	key  string
+	open []porcupine.Operation // the segment being cut
+	init regState              // the resource's value before the history is not known
+	// returnedBefore is the latest return among the ops before the last
+	// one, returned among all; segReturned the latest in open.
+	returnedBefore, returned, segReturned int64
+	segments                              int
+}
+
+func newSegmenter(key string) segmenter {
+	return segmenter{key: key, returnedBefore: math.MinInt64, returned: math.MinInt64, segReturned: math.MinInt64}
+}
+
+// add takes the next op, handing closed the segment a cut before it ends.
+func (g *segmenter) add(op porcupine.Operation, closed func(segment)) {
+	if n := len(g.open); n >= minSegmentOps && g.returned < op.Call && g.returnedBefore < g.open[n-1].Call {
+		last := g.open[n-1]
+		g.close(closed)
+		g.init = stateAfter(last)
+	}
+	g.returnedBefore, g.returned = g.returned, max(g.returned, op.Return)
+	g.segReturned = max(g.segReturned, op.Return)
+	g.open = append(g.open, op)
+}
+
+// close hands closed the open segment, if any.
+func (g *segmenter) close(closed func(segment)) {
+	if len(g.open) == 0 {
+		return
+	}
+	g.segments++
+	closed(segment{
+		key: g.key, number: g.segments, ops: g.open, size: len(g.open), init: g.init,
+		window: Interval{Start: g.open[0].Call, End: g.segReturned},
+	})
+	g.open, g.segReturned = nil, math.MinInt64
+}
+
+// segmentOps cuts a key's operations (sorted by call) as the segmenter
+// does, with windows capped at spanEnd.
 func segmentOps(key string, ops []porcupine.Operation, spanEnd int64) []segment {
 	var segs []segment
-	start := 0
-	init := regState{} // the resource's value before the history is not known
-	cut := func(end int, maxReturn int64) {
-		segs = append(segs, segment{
-			key: key, number: len(segs) + 1, ops: ops[start:end], init: init,
-			window: Interval{Start: ops[start].Call, End: min(maxReturn, spanEnd)},
-		})
+	g := newSegmenter(key)
+	keep := func(s segment) {
+		s.window.End = min(s.window.End, spanEnd)
+		segs = append(segs, s)
 	}
-	// returnedBefore is the latest return among ops[:i-1], returned among ops[:i].
-	returnedBefore, returned := int64(math.MinInt64), int64(math.MinInt64)
-	segReturned := int64(math.MinInt64) // latest return in the current segment
-	for i := range ops {
-		if i-start >= minSegmentOps && returned < ops[i].Call && returnedBefore < ops[i-1].Call {
-			cut(i, segReturned)
-			init, start, segReturned = stateAfter(ops[i-1]), i, math.MinInt64
-		}
-		returnedBefore, returned = returned, max(returned, ops[i].Return)
-		segReturned = max(segReturned, ops[i].Return)
+	for _, op := range ops {
+		g.add(op, keep)
 	}
-	if start < len(ops) {
-		cut(len(ops), segReturned)
-	}
-	for i := range segs {
-		segs[i].of = len(segs)
-	}
+	g.close(keep)
 	return segs
 }
 
-// linearizabilityCheck checks every key's segments against one deadline.
+// maxUndecided bounds the undecided segments kept, operations and all, for
+// a second try once every segment had its first: a history porcupine
+// cannot decide segment after segment is unknown whatever comes later.
+const maxUndecided = 16
+
+// linearizabilityCheck checks every key's segments, as they are cut, within
+// one budget of search time. Each segment gets at most half of what is
+// left at its turn, so that one hard segment cannot hide an illegal one
+// after it; at the end, the segments that ran out of time share all that
+// is left. It keeps the first segment found illegal, else the undecided
+// ones.
 type linearizabilityCheck struct {
-	segments []segment
-	deadline time.Time
-	timeout  time.Duration
-	spanFrom int64 // for times in details
+	timeout    time.Duration
+	spent      time.Duration
+	segments   int
+	operations int
+	illegal    *segment
+	undecided  []segment // the first ones in order; past maxUndecided without their ops
 }
 
-func newLinearizabilityCheck(f *facts, outcomes *outcomes, timeout time.Duration) *linearizabilityCheck {
-	c := &linearizabilityCheck{deadline: time.Now().Add(timeout), timeout: timeout, spanFrom: f.span.Start}
-	for _, k := range f.keys {
-		ops := keyOperations(k, outcomes)
-		if len(ops) > 0 {
-			c.segments = append(c.segments, segmentOps(k.key, ops, f.span.End)...)
+func newLinearizabilityCheck(timeout time.Duration) *linearizabilityCheck {
+	return &linearizabilityCheck{timeout: timeout}
+}
+
+// add checks a segment as it is cut. Once one was illegal the rest are
+// only counted: the first illegal segment is the result.
+func (c *linearizabilityCheck) add(seg segment) {
+	c.segments++
+	c.operations += seg.size
+	if c.illegal != nil {
+		return
+	}
+	switch c.check(&seg, 2) {
+	case porcupine.Illegal:
+		c.illegal = &seg
+	case porcupine.Unknown:
+		switch len(c.undecided) {
+		case maxUndecided:
+			// Past the first maxUndecided only the first of the rest is
+			// kept, without its operations, to name it if nothing better
+			// can be said.
+			seg.ops = nil
+			c.undecided = append(c.undecided, seg)
+		case maxUndecided + 1:
+		default:
+			c.undecided = append(c.undecided, seg)
 		}
 	}
-	return c
 }
 
-// run checks the segments in order. A first pass gives each segment its
-// share of the remaining time, so that one hard segment cannot hide an
-// illegal one after it; a second pass gives the segments that ran out of
-// time all that is left. It returns the first segment found illegal, else
-// the first undecided one, with its result; nil when all are linearizable.
+// run gives the undecided segments all that is left of the budget, and
+// returns the first segment found illegal, else the first undecided one,
+// with its result; nil when all are linearizable.
 func (c *linearizabilityCheck) run() (*segment, porcupine.CheckResult) {
-	var undecided []int
-	for i := range c.segments {
-		switch c.check(i, len(c.segments)-i) {
-		case porcupine.Illegal:
-			return &c.segments[i], porcupine.Illegal
-		case porcupine.Unknown:
-			undecided = append(undecided, i)
-		}
+	if c.illegal != nil {
+		return c.illegal, porcupine.Illegal
 	}
-	for _, i := range undecided {
-		if c.check(i, 1) == porcupine.Illegal {
-			return &c.segments[i], porcupine.Illegal
+	var still []segment
+	for i := range c.undecided {
+		seg := &c.undecided[i]
+		if seg.ops != nil {
+			switch c.check(seg, 1) {
+			case porcupine.Illegal:
+				c.illegal = seg
+				return seg, porcupine.Illegal
+			case porcupine.Ok:
+				continue
+			}
 		}
+		still = append(still, *seg)
 	}
-	if len(undecided) > 0 {
-		return &c.segments[undecided[0]], porcupine.Unknown
+	if len(still) > 0 {
+		return &still[0], porcupine.Unknown
 	}
 	return nil, porcupine.Ok
 }
 
-// check runs porcupine on segment i with the remaining time divided by
+// check runs porcupine on seg with the remaining budget divided by
 // sharers. Segments porcupine cannot hold in memory are undecided.
-func (c *linearizabilityCheck) check(i, sharers int) porcupine.CheckResult {
-	seg := &c.segments[i]
-	remaining := time.Until(c.deadline) / time.Duration(sharers)
-	if remaining <= 0 || len(seg.ops) > maxSegmentOps {
+func (c *linearizabilityCheck) check(seg *segment, sharers int) porcupine.CheckResult {
+	remaining := (c.timeout - c.spent) / time.Duration(sharers)
+	if remaining <= 0 || seg.size > maxSegmentOps {
 		return porcupine.Unknown
 	}
-	return checkSegmentTimeout(rmwModel(seg.init), seg.ops, remaining)
+	began := time.Now()
+	res := checkSegmentTimeout(rmwModel(seg.init), seg.ops, remaining)
+	c.spent += time.Since(began)
+	return res
 }
 
-func (c *linearizabilityCheck) result() Linearizability {
-	res := Linearizability{Result: Linearizable, Segments: len(c.segments)}
-	for _, s := range c.segments {
-		res.Operations += len(s.ops)
-	}
+// result is the check's conclusion; segmentsOf counts a key's segments and
+// span bounds the history, for the details.
+func (c *linearizabilityCheck) result(segmentsOf func(key string) int, span Interval) Linearizability {
+	res := Linearizability{Result: Linearizable, Segments: c.segments, Operations: c.operations}
 	seg, verdict := c.run()
 	if seg == nil {
 		return res
 	}
-	res.Window, res.Key = &seg.window, seg.key
-	where := fmt.Sprintf("segment %d of %d on %s (%d operations, %s to %s)", seg.number, seg.of, seg.key,
-		len(seg.ops), relSeconds(seg.window.Start-c.spanFrom), relSeconds(seg.window.End-c.spanFrom))
+	window := Interval{Start: seg.window.Start, End: min(seg.window.End, span.End)}
+	res.Window, res.Key = &window, seg.key
+	where := fmt.Sprintf("segment %d of %d on %s (%d operations, %s to %s)", seg.number, segmentsOf(seg.key), seg.key,
+		seg.size, relSeconds(window.Start-span.Start), relSeconds(window.End-span.Start))
 	switch {
 	case verdict == porcupine.Illegal:
 		res.Result = NotLinearizable
 		res.Detail = where + " has no linearization"
-	case len(seg.ops) > maxSegmentOps:
+	case seg.size > maxSegmentOps:
 		res.Result = LinearizabilityUnknown
 		res.Detail = fmt.Sprintf("%s has no quiescent point to cut at and is over the %d-operation limit", where, maxSegmentOps)
 	default:
@@ -344,10 +406,14 @@ var ErrNothingToVisualize = errors.New("linearizability: no segment to visualize
 // first segment that is not linearizable (or could not be decided) to w.
 func LinearizabilityVisualization(h *history.History, resource []history.ResourceEntry, opts Options, w io.Writer) error {
 	opts = opts.withDefaults()
-	f := scan(h, opts.ClockAllowance)
-	c := newLinearizabilityCheck(f, newOutcomes(resource), opts.LinearizabilityTimeout)
-	seg, _ := c.run()
-	if seg == nil || len(seg.ops) > maxSegmentOps {
+	s := newScanner(h.Header, opts, sliceSource(resource))
+	for i := range h.Events {
+		s.event(&h.Events[i])
+	}
+	f := s.finish()
+	s.settleAll(f)
+	seg, _ := s.lin.run()
+	if seg == nil || seg.ops == nil || seg.size > maxSegmentOps {
 		return ErrNothingToVisualize
 	}
 	model := rmwModel(seg.init)

@@ -221,11 +221,11 @@ func TestLinearizabilityUnknownIsNoPass(t *testing.T) {
 	t.Run("a segment too long to cut", func(t *testing.T) {
 		ops := sequentialOps(maxSegmentOps + 1)
 		ops[0].Return = math.MaxInt64 // a write whose outcome stays unknown
-		c := &linearizabilityCheck{
-			segments: segmentOps(lockKey, ops, math.MaxInt64),
-			deadline: time.Now().Add(time.Minute), timeout: time.Minute,
+		c := newLinearizabilityCheck(time.Minute)
+		for _, seg := range segmentOps(lockKey, ops, math.MaxInt64) {
+			c.add(seg)
 		}
-		l := c.result()
+		l := c.result(func(string) int { return 1 }, Interval{End: math.MaxInt64})
 		assert.Equal(t, 1, l.Segments)
 		assert.Equal(t, LinearizabilityUnknown, l.Result)
 		assert.Contains(t, l.Detail, "no quiescent point")

@@ -23,18 +23,12 @@ var failpointWords = map[string]struct{ where, leaves string }{
 }
 
 // checkLiveness measures how the lock served its clients: grants, acquire
-// latency, and the longest stretch with no grant on a key while some acquire
-// on it was in flight.
-func checkLiveness(f *facts) Liveness {
-	res := Liveness{AcquireFailed: f.acquireFailed, AcquireRefused: f.acquireRefused, AcquireUnknown: f.acquireUnknown}
-	var latencies []int64
-	for _, k := range f.keys {
-		res.AcquireAttempts += len(k.attempts)
-		for _, g := range k.grants {
-			latencies = append(latencies, g.OK-g.Invoke)
-		}
-	}
-	res.Grants = len(latencies)
+// latency, and the longest stretch with no grant on a key while some
+// acquire on it was in flight (each key's stalls were measured as it was
+// settled).
+func checkLiveness(f *facts, latencies []int64) Liveness {
+	res := Liveness{AcquireFailed: f.acquireFailed, AcquireRefused: f.acquireRefused, AcquireUnknown: f.acquireUnknown,
+		AcquireAttempts: f.acquireAttempts, Grants: len(latencies)}
 	if secs := float64(f.span.End-f.span.Start) / 1e9; secs > 0 {
 		res.GrantsPerSec = float64(res.Grants) / secs
 	}
@@ -44,38 +38,25 @@ func checkLiveness(f *facts) Liveness {
 		res.AcquireP99Ms = ms(percentile(latencies, 0.99))
 		res.AcquireMaxMs = ms(latencies[len(latencies)-1])
 	}
-
-	end := f.span.End
-	if f.hasRunEnd {
-		end = f.runEnd
-	}
 	var stalled *keyFacts
 	for _, k := range f.keys {
-		stall, stuck, ok := longestStall(k, f.span.Start, end)
+		st := &k.settled.stalls
 		// A working lock is granted again within a lease of its last
 		// holder's end, so a final gap is "stuck" only when it outlasts
 		// every lease the key promised twice over; a run that merely ended
 		// (or was interrupted) between two grants is not stuck.
-		stuck = stuck && stall.End-stall.Start > 2*longestLease(k)
-		if ok && ms(stall.End-stall.Start) > res.LongestStallMs {
+		stuck := st.stuck && st.longest.End-st.longest.Start > 2*st.longestLease
+		if st.found && ms(st.longest.End-st.longest.Start) > res.LongestStallMs {
+			stall := st.longest
 			res.LongestStallMs = ms(stall.End - stall.Start)
 			res.Stall, res.StuckUntilEnd, res.StallKey = &stall, stuck, k.key
 			stalled = k
 		}
 	}
 	if res.Stall != nil {
-		res.StallReason = stallReason(f, stalled, *res.Stall, res.StuckUntilEnd)
+		res.StallReason = stallReason(f, stalled.key, stalled.settled.stalls.holder, *res.Stall, res.StuckUntilEnd)
 	}
 	return res
-}
-
-// longestLease is the longest lease, in ns, any grant on k promised.
-func longestLease(k *keyFacts) int64 {
-	var longest int64
-	for _, g := range k.grants {
-		longest = max(longest, g.TTLms*1e6)
-	}
-	return longest
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
@@ -86,17 +67,39 @@ func percentile(sorted []int64, p float64) int64 {
 	return sorted[max(rank, 1)-1]
 }
 
-// longestStall finds the longest gap between consecutive grants on k
-// (counting from start to the first grant and from the last grant to end)
-// during which an acquire was in flight. stuck reports that it is the gap
-// that runs to the end.
-func longestStall(k *keyFacts, start, end int64) (stall Interval, stuck, ok bool) {
-	oks := make([]int64, 0, len(k.grants)+1)
-	for _, g := range k.grants {
+// stalls follows the gaps between consecutive grants on a key (counting
+// from the start of the history to the first grant and from the last grant
+// to its end) during which an acquire was in flight, one settled stretch
+// at a time, keeping the longest.
+type stalls struct {
+	from    int64 // the last grant settled so far, or the start
+	started bool
+	// fromHolder is the latest settled grant still believed just after
+	// from: who held the key as a gap from there began.
+	fromHolder *Grant
+
+	longest      Interval
+	found, stuck bool // stuck: the longest is the gap that runs to the end
+	holder       *Grant
+	longestLease int64 // the longest lease, in ns, any grant on the key promised
+}
+
+// settle measures the gaps up to each of grants (a stretch of the key's,
+// all granted after the grants settled before) with attempts, the acquires
+// that may still be in flight in them; with final, also the gap from the
+// last grant to end. It returns the moment from which attempts still
+// matter: one that ended before it is in no later gap.
+func (st *stalls) settle(grants []Grant, attempts []attempt, start, end int64, final bool) int64 {
+	if !st.started {
+		st.from, st.started = start, true
+	}
+	oks := make([]int64, 0, len(grants)+1)
+	for _, g := range grants {
 		oks = append(oks, g.OK)
+		st.longestLease = max(st.longestLease, g.TTLms*1e6)
 	}
 	slices.Sort(oks)
-	attempts := slices.Clone(k.attempts)
+	attempts = slices.Clone(attempts)
 	slices.SortFunc(attempts, func(a, b attempt) int { return cmp.Compare(a.invoke, b.invoke) })
 	// latestEnd[i] is the latest end among attempts[:i+1].
 	latestEnd := make([]int64, len(attempts))
@@ -110,15 +113,36 @@ func longestStall(k *keyFacts, start, end int64) (stall Interval, stuck, ok bool
 		n := sort.Search(len(attempts), func(i int) bool { return attempts[i].invoke >= to })
 		return n > 0 && latestEnd[n-1] > from
 	}
-	from := start
-	for i, to := range append(oks, end) {
-		last := i == len(oks)
-		if to-from > stall.End-stall.Start && trying(from, to) {
-			stall, stuck, ok = Interval{Start: from, End: to}, last, true
-		}
-		from = max(from, to)
+	if final {
+		oks = append(oks, end)
 	}
-	return stall, stuck, ok
+	for i, to := range oks {
+		if to-st.from > st.longest.End-st.longest.Start && trying(st.from, to) {
+			st.longest, st.stuck, st.found = Interval{Start: st.from, End: to}, final && i == len(oks)-1, true
+			st.holder = holderAt(grants, st.fromHolder, st.from)
+		}
+		st.from = max(st.from, to)
+	}
+	st.fromHolder = holderAt(grants, st.fromHolder, st.from)
+	return st.from
+}
+
+// holderAt is the latest grant, among grants and the earlier settled one
+// before, that began by t and was still believed just after it: the client
+// holding the key as a stall from t began; nil when there was none.
+func holderAt(grants []Grant, before *Grant, t int64) *Grant {
+	var holder *Grant
+	if before != nil && before.OK <= t && before.BeliefEnd > t {
+		holder = before
+	}
+	for i := range grants {
+		g := &grants[i]
+		if g.OK <= t && g.BeliefEnd > t && (holder == nil || g.OK > holder.OK) {
+			c := *g
+			holder = &c
+		}
+	}
+	return holder
 }
 
 // stallReason explains a stall in plain words when the history says why: a
@@ -126,7 +150,7 @@ func longestStall(k *keyFacts, start, end int64) (stall Interval, stuck, ok bool
 // during it, and, for a lock stuck until the end of the run only, what the
 // nemesis saw when it inspected the lock service then. A stall that ended
 // with no fault in force has no reason.
-func stallReason(f *facts, k *keyFacts, stall Interval, stuck bool) string {
+func stallReason(f *facts, key string, holder *Grant, stall Interval, stuck bool) string {
 	var parts []string
 	var kill *history.Event
 	for _, e := range f.nemesis {
@@ -158,9 +182,9 @@ func stallReason(f *facts, k *keyFacts, stall Interval, stuck bool) string {
 		parts = append(parts, fmt.Sprintf("nobody got the lock from %s to the end of the run although clients kept trying",
 			relSeconds(stall.Start-f.span.Start)))
 	default:
-		if why := stallFault(f.faults, k, stall); why != "" {
+		if why := stallFault(f.faults, holder, stall); why != "" {
 			parts = append(parts, fmt.Sprintf("nobody was granted %s for %s from %s %s",
-				k.key, lasting(stall.End-stall.Start), relSeconds(stall.Start-f.span.Start), why))
+				key, lasting(stall.End-stall.Start), relSeconds(stall.Start-f.span.Start), why))
 		}
 	}
 	if stuck {
@@ -173,23 +197,14 @@ func stallReason(f *facts, k *keyFacts, stall Interval, stuck bool) string {
 	return strings.Join(parts, "; ")
 }
 
-// stallFault says which fault in force during a stall on k explains it best:
-// "while c0, paused, held its lease" when the client holding k as the stall
-// began was paused during it, else the first fault in force; empty when
-// there was none.
-func stallFault(faults []Fault, k *keyFacts, stall Interval) string {
+// stallFault says which fault in force during a stall explains it best:
+// "while c0, paused, held its lease" when holder, the client holding the
+// key as the stall began, was paused during it, else the first fault in
+// force; empty when there was none.
+func stallFault(faults []Fault, holder *Grant, stall Interval) string {
 	in := faultsDuring(faults, stall.Start, stall.End)
 	if len(in) == 0 {
 		return ""
-	}
-	// The holder is the latest grant on k that began by the stall's start
-	// and was still believed in just after it.
-	var holder *Grant
-	for i := range k.grants {
-		g := &k.grants[i]
-		if g.OK <= stall.Start && g.BeliefEnd > stall.Start && (holder == nil || g.OK > holder.OK) {
-			holder = g
-		}
 	}
 	if holder != nil {
 		for _, f := range in {

@@ -16,46 +16,57 @@ type beliefEdge struct {
 	process history.Process
 }
 
-// checkDoubleOwnership finds the windows in which several processes believed
-// they held the same key. Belief intervals [OK, BeliefEnd] are swept as start
-// and end events per key, ends before starts at the same instant, so a
-// hand-over at one instant is no overlap. A window opens when a second
-// process starts believing and lasts, merged, while the key is never free:
-// a paused holder overlapped by one grant after another is one window, not
-// one per grant. It ends at the last moment at which two processes believed.
-// In a working lock no window opens.
-func checkDoubleOwnership(keys []*keyFacts, faults []Fault, outcomes *outcomes) DoubleOwnership {
+// ownershipWindows finds the windows in which several processes believed
+// they held k's key, among k's grants, with the writes invoked inside each
+// by its processes, calling found with each in time order. Belief
+// intervals [OK, BeliefEnd] are swept as start and end events, ends before
+// starts at the same instant, so a hand-over at one instant is no overlap.
+// A window opens when a second process starts believing and lasts, merged,
+// while the key is never free: a paused holder overlapped by one grant
+// after another is one window, not one per grant. It ends at the last
+// moment at which two processes believed. In a working lock no window
+// opens. The scan settles a key in stretches between which nobody believes
+// (settle), so no window spans two stretches.
+func ownershipWindows(k *keyFacts, outcomes *outcomes, found func(Window)) {
+	writes := slices.Clone(k.writes)
+	slices.SortFunc(writes, func(a, b writeOp) int { return cmp.Compare(a.invoke, b.invoke) })
+	for _, w := range mergedWindows(k) {
+		w.Ms = float64(w.End-w.Start) / 1e6
+		first := sort.Search(len(writes), func(i int) bool { return writes[i].invoke >= w.Start })
+		for _, wr := range writes[first:] {
+			if wr.invoke > w.End {
+				break
+			}
+			if _, in := slices.BinarySearch(w.Processes, wr.process); !in {
+				continue
+			}
+			w.Writes = append(w.Writes, wr.index)
+			if outcomes.of(&wr).accepted == accepted {
+				w.Unsafe++
+			}
+		}
+		found(w)
+	}
+}
+
+// doubleOwnership gathers the keys' windows, in key order, naming the
+// faults in force during each. Writes on a key no acquire names are tied
+// to no lock (a history that names the resource, not the lock).
+func doubleOwnership(keys []*keyFacts, faults []Fault) DoubleOwnership {
 	var res DoubleOwnership
 	for _, k := range keys {
-		if len(k.attempts) == 0 {
-			// No acquire names this key: the writes on it are tied to no
-			// lock (a history that names the resource, not the lock).
-			res.UntiedWrites += len(k.writes)
+		if !k.settled.attempted {
+			res.UntiedWrites += k.settled.writes
 			continue
 		}
-		writes := slices.Clone(k.writes)
-		slices.SortFunc(writes, func(a, b writeOp) int { return cmp.Compare(a.invoke, b.invoke) })
-		for _, w := range mergedWindows(k) {
-			w.Ms = float64(w.End-w.Start) / 1e6
-			w.Faults = faultNames(faultsDuring(faults, w.Start, w.End))
-			first := sort.Search(len(writes), func(i int) bool { return writes[i].invoke >= w.Start })
-			for _, wr := range writes[first:] {
-				if wr.invoke > w.End {
-					break
-				}
-				if _, in := slices.BinarySearch(w.Processes, wr.process); !in {
-					continue
-				}
-				w.Writes = append(w.Writes, wr.index)
-				if outcomes.of(&wr).accepted == accepted {
-					w.Unsafe++
-				}
-			}
-			res.Windows++
-			res.TotalMs += w.Ms
-			res.MaxMs = max(res.MaxMs, w.Ms)
-			res.UnsafeWrites += w.Unsafe
+		o := &k.settled.ownership
+		res.Windows += o.Windows
+		res.TotalMs += o.TotalMs
+		res.MaxMs = max(res.MaxMs, o.MaxMs)
+		res.UnsafeWrites += o.UnsafeWrites
+		for _, w := range o.List {
 			if len(res.List) < maxEvidence {
+				w.Faults = faultNames(faultsDuring(faults, w.Start, w.End))
 				res.List = append(res.List, w)
 			}
 		}

@@ -21,49 +21,81 @@ const (
 	StaleWriteRefused  = "stale-write-refused"
 )
 
-// checkResource judges the resource's serial log, in Seq order and per key:
-// an accepted write that was computed from a value other than the one it
-// replaced lost an update; an accepted write whose fence is below the
-// highest fence accepted before on that key is stale; a refused write is a
-// stale write the resource stopped.
+// checkResource judges a resource log as the scan does (resourceCheck).
 func checkResource(entries []history.ResourceEntry, source string) ResourceSafety {
-	res := ResourceSafety{Source: source}
-	if !slices.IsSortedFunc(entries, bySeq) {
-		entries = slices.Clone(entries)
-		slices.SortStableFunc(entries, bySeq)
-	}
-	highest := map[string]int64{}
+	entries = sortedBySeq(entries)
+	c := newResourceCheck(source)
 	for i := range entries {
-		e := &entries[i]
-		high, seen := highest[e.Key]
-		var kinds []string
-		if e.Accepted && e.Read != e.Prev {
-			res.LostUpdates++
-			kinds = append(kinds, LostUpdate)
+		c.add(&entries[i])
+	}
+	return c.result()
+}
+
+// resourceCheck judges the resource's serial log, fed in Seq order per
+// key: an accepted write that was computed from a value other than the one
+// it replaced lost an update; an accepted write whose fence is below the
+// highest fence accepted before on that key is stale; a refused write is a
+// stale write the resource stopped. It keeps the anomalies of the lowest
+// Seq, maxEvidence of them.
+type resourceCheck struct {
+	res       ResourceSafety
+	highest   map[string]int64
+	anomalies []seqAnomaly
+}
+
+type seqAnomaly struct {
+	seq int64
+	ResourceAnomaly
+}
+
+func newResourceCheck(source string) *resourceCheck {
+	return &resourceCheck{res: ResourceSafety{Source: source}, highest: map[string]int64{}}
+}
+
+func (c *resourceCheck) add(e *history.ResourceEntry) {
+	high, seen := c.highest[e.Key]
+	var kinds []string
+	if e.Accepted && e.Read != e.Prev {
+		c.res.LostUpdates++
+		kinds = append(kinds, LostUpdate)
+	}
+	switch {
+	case !e.Accepted:
+		c.res.StaleWritesRefused++
+		kinds = append(kinds, StaleWriteRefused)
+	case e.Fence != nil && (!seen || *e.Fence > high):
+		c.highest[e.Key] = *e.Fence
+	case e.Fence != nil && *e.Fence < high:
+		c.res.StaleWritesAccepted++
+		kinds = append(kinds, StaleWriteAccepted)
+	}
+	for _, kind := range kinds {
+		a := ResourceAnomaly{
+			Kind: kind, Key: e.Key, Time: e.Time, Process: e.Process, Fence: e.Fence,
+			Read: e.Read, Prev: e.Prev, Value: e.Value, Req: e.Req, Reason: e.Reason,
 		}
-		switch {
-		case !e.Accepted:
-			res.StaleWritesRefused++
-			kinds = append(kinds, StaleWriteRefused)
-		case e.Fence != nil && (!seen || *e.Fence > high):
-			highest[e.Key] = *e.Fence
-		case e.Fence != nil && *e.Fence < high:
-			res.StaleWritesAccepted++
-			kinds = append(kinds, StaleWriteAccepted)
+		if seen {
+			a.Highest = history.Int64(high)
 		}
-		for _, kind := range kinds {
-			if len(res.Anomalies) >= maxEvidence {
-				break
-			}
-			a := ResourceAnomaly{
-				Kind: kind, Key: e.Key, Time: e.Time, Process: e.Process, Fence: e.Fence,
-				Read: e.Read, Prev: e.Prev, Value: e.Value, Req: e.Req, Reason: e.Reason,
-			}
-			if seen {
-				a.Highest = history.Int64(high)
-			}
-			res.Anomalies = append(res.Anomalies, a)
+		c.anomalies = append(c.anomalies, seqAnomaly{e.Seq, a})
+		if len(c.anomalies) >= 2*maxEvidence {
+			c.trim()
 		}
+	}
+}
+
+// trim keeps the maxEvidence anomalies of the lowest Seq, in Seq order.
+func (c *resourceCheck) trim() {
+	slices.SortStableFunc(c.anomalies, func(a, b seqAnomaly) int { return cmp.Compare(a.seq, b.seq) })
+	c.anomalies = c.anomalies[:min(len(c.anomalies), maxEvidence)]
+}
+
+func (c *resourceCheck) result() ResourceSafety {
+	c.trim()
+	res := c.res
+	res.Anomalies = nil
+	for _, a := range c.anomalies {
+		res.Anomalies = append(res.Anomalies, a.ResourceAnomaly)
 	}
 	res.Valid = res.LostUpdates == 0 && res.StaleWritesAccepted == 0
 	return res
@@ -71,40 +103,47 @@ func checkResource(entries []history.ResourceEntry, source string) ResourceSafet
 
 func bySeq(a, b history.ResourceEntry) int { return cmp.Compare(a.Seq, b.Seq) }
 
-// entriesFromHistory stands in for a missing resource log: every write that
-// completed ok, in completion order, as the client saw it. unjudged counts
-// the accepted ones a lost update cannot be judged on: no prev in the
-// write's ok, or no value it was computed from.
-func entriesFromHistory(keys []*keyFacts) (entries []history.ResourceEntry, unjudged int) {
-	for _, k := range keys {
-		for i := range k.writes {
-			w := &k.writes[i]
-			if w.status != history.OK {
-				continue
-			}
-			e := history.ResourceEntry{
-				Seq: w.doneIndex, Time: w.done, Key: k.key, Process: w.process,
-				Req: w.req, Fence: w.fence, Accepted: w.accepted == nil || *w.accepted,
-			}
-			switch {
-			case w.read != nil:
-				e.Read = *w.read
-			case w.hasFrom:
-				e.Read = w.from.value
-			}
-			if w.value != nil {
-				e.Value = *w.value
-			}
-			// Without the value it replaced, or the value it was computed
-			// from, a write cannot be judged lost.
-			e.Prev = e.Read
-			if w.prev != nil && (w.read != nil || w.hasFrom) {
-				e.Prev = *w.prev
-			} else if e.Accepted {
-				unjudged++
-			}
-			entries = append(entries, e)
+// sortedBySeq is entries in Seq order, sorted in a copy when they are not.
+func sortedBySeq(entries []history.ResourceEntry) []history.ResourceEntry {
+	if !slices.IsSortedFunc(entries, bySeq) {
+		entries = slices.Clone(entries)
+		slices.SortStableFunc(entries, bySeq)
+	}
+	return entries
+}
+
+// entriesFromHistory stands in for a missing resource log: every write of
+// k's stretch being settled that completed ok, in completion order, as the
+// client saw it. unjudged counts the accepted ones a lost update cannot be
+// judged on: no prev in the write's ok, or no value it was computed from.
+func entriesFromHistory(k *keyFacts) (entries []history.ResourceEntry, unjudged int) {
+	for i := range k.writes {
+		w := &k.writes[i]
+		if w.status != history.OK {
+			continue
 		}
+		e := history.ResourceEntry{
+			Seq: w.doneIndex, Time: w.done, Key: k.key, Process: w.process,
+			Req: w.req, Fence: w.fence, Accepted: w.accepted == nil || *w.accepted,
+		}
+		switch {
+		case w.read != nil:
+			e.Read = *w.read
+		case w.hasFrom:
+			e.Read = w.from.value
+		}
+		if w.value != nil {
+			e.Value = *w.value
+		}
+		// Without the value it replaced, or the value it was computed
+		// from, a write cannot be judged lost.
+		e.Prev = e.Read
+		if w.prev != nil && (w.read != nil || w.hasFrom) {
+			e.Prev = *w.prev
+		} else if e.Accepted {
+			unjudged++
+		}
+		entries = append(entries, e)
 	}
 	slices.SortFunc(entries, bySeq)
 	return entries, unjudged
@@ -136,7 +175,8 @@ type resolved struct {
 }
 
 // outcomes resolves writes, preferring the resource log, which is ground
-// truth, over what the client saw.
+// truth, over what the client saw. The scan adds the log's entries up to
+// the moment it settles, and drops those of the writes it settled.
 type outcomes struct {
 	byReq map[string]*history.ResourceEntry // nil without a resource log
 }
@@ -148,12 +188,17 @@ func newOutcomes(resource []history.ResourceEntry) *outcomes {
 	}
 	o.byReq = make(map[string]*history.ResourceEntry, len(resource))
 	for i := range resource {
-		e := &resource[i]
-		if prev, ok := o.byReq[e.Req]; e.Req != "" && (!ok || !prev.Accepted) {
-			o.byReq[e.Req] = e
-		}
+		o.add(&resource[i])
 	}
 	return o
+}
+
+// add takes an entry of the resource log: the first accepted entry of a
+// request stands.
+func (o *outcomes) add(e *history.ResourceEntry) {
+	if prev, ok := o.byReq[e.Req]; e.Req != "" && (!ok || !prev.Accepted) {
+		o.byReq[e.Req] = e
+	}
 }
 
 func (o *outcomes) of(w *writeOp) resolved {

@@ -49,12 +49,16 @@ type writeOp struct {
 }
 
 // keyFacts is everything the checks need about one lock key.
+// The scan holds them only until it settles them (settle.go).
 type keyFacts struct {
 	key      string
 	grants   []Grant
 	attempts []attempt
 	writes   []writeOp
 	reads    []readOp // reads with no write after them: read-only operations
+	last     int64    // the latest event on the key
+	settled  keySettled
+	lanes    map[history.Process]int // the key's linearizability lanes
 }
 
 // facts is one pass over a history, grouped per key.
@@ -69,9 +73,10 @@ type facts struct {
 	lastRunEnd *history.Event
 	anyWrite   bool
 
-	acquireFailed  int
-	acquireRefused int
-	acquireUnknown int
+	acquireAttempts int
+	acquireFailed   int
+	acquireRefused  int
+	acquireUnknown  int
 }
 
 // procState follows one client process through the history.
@@ -142,14 +147,38 @@ func (l heldLease) end(at, believedUntil int64) {
 }
 
 type scanner struct {
+	header    history.Header
 	cfg       history.RunConfig
 	allowance func(ttlMs int64) int64
 	facts     facts
 	keys      map[string]*keyFacts
+	lastKey   *keyFacts // the key of the latest lookup: most runs have one
 	procs     map[history.Process]*procState
 	events    int
 	kept      keptValues
 	sessions  sessionEnds
+
+	// settleAt is the package's settleAt, or 0 for a scan that settles
+	// nothing before the end.
+	settleAt   int
+	slack      int64 // settleSlack
+	following  bool  // the history is being written: its end is not known
+	settledAny bool
+	lastCut    int64 // the latest settling of any key
+	// reordered is set when the history went back past a settled
+	// stretch: the check is then made again without settling.
+	reordered bool
+
+	hasLog    bool           // the run has a resource log
+	source    resourceSource // its entries not taken yet; nil once all are
+	pulled    *history.ResourceEntry
+	err       error // of the resource log
+	outcomes  *outcomes
+	resource  *resourceCheck
+	unjudged  int
+	weak      map[string]bool // requests of settled writes that had no accepted entry
+	latencies []int64         // of every grant
+	lin       *linearizabilityCheck
 }
 
 // keptValues holds copies of the optional numbers the scan keeps of an
@@ -189,23 +218,40 @@ func keep[T any](chunk *[]T, p *T) *T {
 const noExpiry = never - 1
 
 // scan reads the history once and collects grants, acquire attempts, writes,
-// reads and faults per key.
+// reads and faults per key, settling nothing.
 func scan(h *history.History, allowance func(ttlMs int64) int64) *facts {
-	s := newScanner(h.Header, allowance)
+	s := newScanner(h.Header, Options{ClockAllowance: allowance}.withDefaults(), nil)
+	s.settleAt = 0
 	for i := range h.Events {
 		s.event(&h.Events[i])
 	}
 	return s.finish()
 }
 
-func newScanner(hd history.Header, allowance func(ttlMs int64) int64) *scanner {
+// newScanner starts the scan of a history with header hd, opts with their
+// defaults, and its resource log (nil: none).
+func newScanner(hd history.Header, opts Options, resource resourceSource) *scanner {
 	s := &scanner{
+		header:    hd,
 		cfg:       hd.Config,
-		allowance: allowance,
+		allowance: opts.ClockAllowance,
 		keys:      map[string]*keyFacts{},
 		procs:     map[history.Process]*procState{},
 		sessions:  newSessionEnds(),
+		settleAt:  settleAt,
+		slack:     settleSlack,
+		hasLog:    resource != nil,
+		source:    resource,
+		outcomes:  &outcomes{},
+		weak:      map[string]bool{},
+		lin:       newLinearizabilityCheck(opts.LinearizabilityTimeout),
 	}
+	source := SourceHistory
+	if s.hasLog {
+		source = SourceResourceLog
+		s.outcomes.byReq = map[string]*history.ResourceEntry{}
+	}
+	s.resource = newResourceCheck(source)
 	// A history with no events is the point of its header's start.
 	s.facts.span = Interval{Start: hd.StartTime, End: hd.StartTime}
 	return s
@@ -216,6 +262,14 @@ func (s *scanner) event(e *history.Event) {
 	if s.events == 0 {
 		s.facts.span = Interval{Start: e.Time, End: e.Time}
 	}
+	key := e.Key
+	if ps, ok := s.procs[e.Process]; ok && e.Type != history.Invoke && ps.hasInvoke {
+		key = ps.invoke.Key
+	}
+	if e.Process == history.Nemesis {
+		key = ""
+	}
+	s.observe(e, key)
 	s.events++
 	s.facts.span.Start = min(s.facts.span.Start, e.Time)
 	s.facts.span.End = max(s.facts.span.End, e.Time)
@@ -223,11 +277,24 @@ func (s *scanner) event(e *history.Event) {
 	case e.Process == history.Nemesis:
 		c := *e
 		s.nemesis(&c)
+		return
 	case e.Type == history.Invoke:
 		s.invoke(e)
 	default:
 		s.complete(e)
 	}
+	if k := s.known(key); k != nil {
+		k.last = max(k.last, e.Time)
+		s.trySettle(k)
+	}
+}
+
+// known is the facts of key, or nil when no event named it.
+func (s *scanner) known(key string) *keyFacts {
+	if k := s.lastKey; k != nil && k.key == key {
+		return k
+	}
+	return s.keys[key]
 }
 
 // finish ends the scan at the end of the history and returns its facts.
@@ -247,11 +314,12 @@ func (s *scanner) finish() *facts {
 }
 
 func (s *scanner) key(name string) *keyFacts {
-	k, ok := s.keys[name]
-	if !ok {
+	k := s.known(name)
+	if k == nil {
 		k = &keyFacts{key: name}
 		s.keys[name] = k
 	}
+	s.lastKey = k
 	return k
 }
 
@@ -317,6 +385,8 @@ func (s *scanner) invoke(e *history.Event) {
 		// keeps its lease: only a grant, a release or retiring ends it.
 		k := s.key(e.Key)
 		k.attempts = append(k.attempts, attempt{invoke: e.Time, end: never})
+		k.settled.attempted = true
+		s.facts.acquireAttempts++
 		ps.attemptKey, ps.attemptIdx = k, len(k.attempts)-1
 	case history.FRelease:
 		s.flushRead(ps)

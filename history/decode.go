@@ -16,6 +16,7 @@ type eventDecoder struct {
 	// strings interns the keys, types, functions and targets seen, so that
 	// a million events do not hold a million copies of "acquire".
 	strings map[string]string
+	last    string // the latest string interned through the table: a run's one key
 }
 
 // maxInterned bounds the interned strings; a history of unusual values
@@ -119,7 +120,28 @@ func (c *cursor) int() (int64, bool) {
 }
 
 func (d *eventDecoder) intern(b []byte) string {
+	// The types and functions of nearly every line, without a map lookup.
+	switch string(b) {
+	case string(Invoke):
+		return string(Invoke)
+	case string(OK):
+		return string(OK)
+	case string(Fail):
+		return string(Fail)
+	case FAcquire:
+		return FAcquire
+	case FRelease:
+		return FRelease
+	case FRead:
+		return FRead
+	case FWrite:
+		return FWrite
+	}
+	if string(b) == d.last {
+		return d.last
+	}
 	if s, ok := d.strings[string(b)]; ok {
+		d.last = s
 		return s
 	}
 	s := string(b)
@@ -293,4 +315,63 @@ func (c *cursor) eatWord(w string) bool {
 		return true
 	}
 	return false
+}
+
+// resource decodes a whole resource log line on the fast path into w,
+// whose fields hold their absent marks; false leaves it to encoding/json.
+func (d *eventDecoder) resource(b []byte, w *resourceLine) bool {
+	c := &cursor{b: b}
+	e := &w.ResourceEntry
+	num := func(dst *int64) bool {
+		n, ok := c.int()
+		*dst = n
+		return ok
+	}
+	ok := c.object(func(key []byte, seen *uint32) bool {
+		switch string(key) {
+		case "seq":
+			return num(&e.Seq) && once(seen, 1<<0)
+		case "time":
+			return num(&e.Time) && once(seen, 1<<1)
+		case "key":
+			s, ok := c.str()
+			e.Key = d.intern(s)
+			return ok && once(seen, 1<<2)
+		case "process":
+			var ev Event
+			ok := d.process(c, &ev)
+			e.Process = ev.Process
+			return ok && once(seen, 1<<3)
+		case "req":
+			s, ok := c.str()
+			e.Req = string(s)
+			return ok && once(seen, 1<<4)
+		case "fence":
+			n, ok := c.int()
+			e.Fence = &n
+			return ok && once(seen, 1<<5)
+		case "read":
+			return num(&e.Read) && once(seen, 1<<6)
+		case "value":
+			return num(&e.Value) && once(seen, 1<<7)
+		case "prev":
+			return num(&e.Prev) && once(seen, 1<<8)
+		case "accepted":
+			switch {
+			case c.eatWord("true"):
+				w.Accepted = presentBool{value: true, set: true}
+			case c.eatWord("false"):
+				w.Accepted = presentBool{set: true}
+			default:
+				return false
+			}
+			return once(seen, 1<<9)
+		case "reason":
+			s, ok := c.str()
+			e.Reason = d.intern(s)
+			return ok && once(seen, 1<<10)
+		}
+		return false
+	})
+	return ok && c.i == len(b)
 }

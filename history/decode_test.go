@@ -58,21 +58,50 @@ func TestEventDecoderAgreesWithEncodingJSON(t *testing.T) {
 	// Random cuts and byte changes of valid lines decode, or are refused,
 	// exactly as encoding/json decodes or refuses them.
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []byte(`{}[]":,-0123456789.etrufalsn \` + "\x00\xff")
 	for range 20000 {
-		b := []byte(lines[rng.IntN(5)])
-		switch rng.IntN(3) {
-		case 0:
-			b = b[:rng.IntN(len(b))]
-		default:
-			for range 1 + rng.IntN(2) {
-				b[rng.IntN(len(b))] = alphabet[rng.IntN(len(alphabet))]
-			}
-		}
+		b := mutate(rng, []byte(lines[rng.IntN(5)]))
 		fast, slow, fastErr, slowErr := decodeBoth(d, b)
 		require.Equal(t, slowErr == nil, fastErr == nil, "%s", b)
 		if slowErr == nil {
 			require.Equal(t, slow, fast, "%s", b)
 		}
 	}
+}
+
+func TestResourceDecoderAgreesWithEncodingJSON(t *testing.T) {
+	lines := []string{
+		`{"seq":1,"time":1000001200000,"key":"lock-0","process":2,"req":"c2-1","fence":1,"read":0,"value":1,"prev":0,"accepted":true}`,
+		`{"seq":2,"time":7,"key":"k","process":0,"req":"c0-2","read":1,"value":2,"prev":2,"accepted":false,"reason":"stale fence"}`,
+		`{"seq":3,"time":7,"key":"k","process":0,"read":-1,"value":0,"prev":-1,"accepted":true}`,
+	}
+	blank := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
+	d := newEventDecoder()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20000 {
+		b := []byte(lines[i%len(lines)])
+		if i >= len(lines) {
+			b = mutate(rng, b)
+		}
+		fast, slow := blank, blank
+		if i < len(lines) {
+			require.True(t, d.resource(b, &fast), "what the resource writes takes the fast path: %s", b)
+		} else if !d.resource(b, &fast) {
+			continue
+		}
+		require.NoError(t, json.Unmarshal(b, &slow), "the fast path took a line encoding/json refuses: %s", b)
+		require.Equal(t, slow, fast, "%s", b)
+	}
+}
+
+// mutate cuts a line short or changes a byte or two of it, to random
+// bytes JSON gives meaning to.
+func mutate(rng *rand.Rand, b []byte) []byte {
+	alphabet := []byte(`{}[]":,-0123456789.etrufalsn \` + "\x00\xff")
+	if rng.IntN(3) == 0 {
+		return b[:rng.IntN(len(b))]
+	}
+	for range 1 + rng.IntN(2) {
+		b[rng.IntN(len(b))] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return b
 }

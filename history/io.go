@@ -98,6 +98,29 @@ type History struct {
 	// Truncated is set when the last line was cut off mid-write (a run that
 	// was killed); that line is dropped and the prefix is still checkable.
 	Truncated bool
+	// Excerpt is set when Events hold only part of a long history, read
+	// for its report: the nemesis events and the stretches around what the
+	// checker found.
+	Excerpt *Excerpt
+}
+
+// Excerpt says what a History that holds part of a long history left out.
+type Excerpt struct {
+	Length int // events in the whole history
+	// Operations are a sample of the whole history's client operations,
+	// for latency figures: an invoke and its completion each, one in
+	// Stride, in order (values left out).
+	Operations []Event
+	Stride     int
+	Operated   int // client operations that completed, sampled or not
+}
+
+// Length is the number of events in the whole history.
+func (h *History) Length() int {
+	if h.Excerpt != nil {
+		return h.Excerpt.Length
+	}
+	return len(h.Events)
 }
 
 // ParseError names the file, line and rule of a history or resource log
@@ -172,38 +195,54 @@ func Stream(r io.Reader, header func(Header) error, event func(*Event) error) (t
 		// A history in memory (a test's) needs no buffer larger than itself.
 		size = min(size, l.Len()+1)
 	}
-	v := validator{procs: map[Process]procRule{}, lastIndex: -1}
-	dec := newEventDecoder()
-	headerRead := false
-	var e Event // one for all lines: event must copy what it keeps
-	truncated, err = eachLine(r, size, false, func(line int, b []byte) error {
-		if !headerRead {
-			headerRead = true
-			if line != 1 {
-				return &ParseError{Line: 1, Err: errors.New("empty line where the header was expected")}
-			}
-			var hd Header
-			if err := decodeHeader(b, &hd); err != nil {
-				return err
-			}
-			return header(hd)
-		}
-		e = Event{Index: absent, Time: absent, Process: noProcess}
-		if err := dec.decode(b, &e); err != nil {
-			return notJSON{err}
-		}
-		if err := v.check(&e); err != nil {
-			return err
-		}
-		return event(&e)
-	})
+	lines := NewEventLines(header, event)
+	truncated, err = eachLine(r, size, false, lines.Line)
 	if err != nil {
 		return false, err
 	}
-	if !headerRead {
+	if !lines.headerRead {
 		return false, &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
 	}
 	return truncated, nil
+}
+
+// EventLines reads a history one line at a time, as Stream does, carrying
+// its rules from line to line: for a history followed as it is written.
+type EventLines struct {
+	header     func(Header) error
+	event      func(*Event) error
+	v          validator
+	dec        *eventDecoder
+	headerRead bool
+	e          Event // one for all lines: event must copy what it keeps
+}
+
+// NewEventLines reads lines with the callbacks of Stream.
+func NewEventLines(header func(Header) error, event func(*Event) error) *EventLines {
+	return &EventLines{header: header, event: event, v: validator{procs: map[Process]procRule{}, lastIndex: -1}, dec: newEventDecoder()}
+}
+
+// Line takes line number n, b, which is not blank.
+func (l *EventLines) Line(n int, b []byte) error {
+	if !l.headerRead {
+		l.headerRead = true
+		if n != 1 {
+			return &ParseError{Line: 1, Err: errors.New("empty line where the header was expected")}
+		}
+		var hd Header
+		if err := decodeHeader(b, &hd); err != nil {
+			return err
+		}
+		return l.header(hd)
+	}
+	l.e = Event{Index: absent, Time: absent, Process: noProcess}
+	if err := l.dec.decode(b, &l.e); err != nil {
+		return notJSON{err}
+	}
+	if err := l.v.check(&l.e); err != nil {
+		return err
+	}
+	return l.event(&l.e)
 }
 
 // notJSON marks a line that is not the JSON it should be: on a last line

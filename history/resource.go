@@ -65,18 +65,8 @@ func ReadResource(path string) (*ResourceLog, error) {
 
 func readResource(r io.Reader) (*ResourceLog, error) {
 	l := &ResourceLog{Entries: []ResourceEntry{}}
-	lastSeq := absent
-	truncated, err := eachLine(r, 64<<10, true, func(_ int, b []byte) error {
-		w := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
-		if err := json.Unmarshal(b, &w); err != nil {
-			return notJSON{err}
-		}
-		if err := w.check(lastSeq); err != nil {
-			return err
-		}
-		w.ResourceEntry.Accepted = w.Accepted.value
-		lastSeq = w.Seq
-		l.Entries = append(l.Entries, w.ResourceEntry)
+	truncated, err := StreamResource(r, func(e *ResourceEntry) error {
+		l.Entries = append(l.Entries, *e)
 		return nil
 	})
 	if err != nil {
@@ -84,6 +74,46 @@ func readResource(r io.Reader) (*ResourceLog, error) {
 	}
 	l.Truncated = truncated
 	return l, nil
+}
+
+// StreamResource reads and validates a resource log as ReadResource does,
+// one line at a time, calling visit with each entry (valid until visit
+// returns). truncated says the last line was cut off mid-write and dropped.
+func StreamResource(r io.Reader, visit func(*ResourceEntry) error) (truncated bool, err error) {
+	lines := NewResourceLines(visit)
+	return eachLine(r, 64<<10, true, lines.Line)
+}
+
+// ResourceLines reads a resource log one line at a time, as StreamResource
+// does, carrying its rules from line to line: for a log followed as it is
+// written.
+type ResourceLines struct {
+	visit   func(*ResourceEntry) error
+	lastSeq int64
+	dec     *eventDecoder
+}
+
+// NewResourceLines reads lines with StreamResource's callback.
+func NewResourceLines(visit func(*ResourceEntry) error) *ResourceLines {
+	return &ResourceLines{visit: visit, lastSeq: absent, dec: newEventDecoder()}
+}
+
+// Line takes a line that is not blank.
+func (l *ResourceLines) Line(_ int, b []byte) error {
+	blank := resourceLine{ResourceEntry: ResourceEntry{Seq: absent, Time: absent, Process: noProcess, Read: absent, Value: absent, Prev: absent}}
+	w := blank
+	if !l.dec.resource(b, &w) {
+		w = blank
+		if err := json.Unmarshal(b, &w); err != nil {
+			return notJSON{err}
+		}
+	}
+	if err := w.check(l.lastSeq); err != nil {
+		return err
+	}
+	w.ResourceEntry.Accepted = w.Accepted.value
+	l.lastSeq = w.Seq
+	return l.visit(&w.ResourceEntry)
 }
 
 // resourceLine decodes one line and tells which required fields it lacked.

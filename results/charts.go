@@ -60,6 +60,9 @@ type quantileRow struct {
 // opLatencies are the latencies of one kind of operation, in time order.
 type opLatencies struct {
 	at, ns []int64 // completion time and latency
+	// weight is how many operations each stands for: 1, or the stride of
+	// a long history's sample (history.Excerpt).
+	weight int
 }
 
 func (o *opLatencies) add(at, ns int64) {
@@ -74,8 +77,12 @@ func latencies(h *history.History) (ops map[string]*opLatencies, unknown map[str
 	ops = map[string]*opLatencies{}
 	unknown = map[string]int{}
 	invoked := map[history.Process]int64{}
-	for i := range h.Events {
-		e := &h.Events[i]
+	events, weight := h.Events, 1
+	if x := h.Excerpt; x != nil {
+		events, weight = x.Operations, x.Stride
+	}
+	for i := range events {
+		e := &events[i]
 		if e.Process == history.Nemesis {
 			continue
 		}
@@ -91,7 +98,7 @@ func latencies(h *history.History) (ops map[string]*opLatencies, unknown map[str
 		name := e.F
 		switch {
 		case e.Type == history.Info:
-			unknown[e.F]++
+			unknown[e.F] += weight
 			continue
 		case e.F == history.FAcquire:
 			name = opName(e.F, e.Type)
@@ -99,7 +106,7 @@ func latencies(h *history.History) (ops map[string]*opLatencies, unknown map[str
 			continue
 		}
 		if ops[name] == nil {
-			ops[name] = &opLatencies{}
+			ops[name] = &opLatencies{weight: weight}
 		}
 		ops[name].add(e.Time, e.Time-start)
 	}
@@ -132,7 +139,7 @@ func newCharts(h *history.History, res *checker.Result, span checker.Interval) *
 		for _, v := range sorted {
 			sum += float64(v)
 		}
-		c.Quantiles = append(c.Quantiles, quantileRow{Op: name, Count: len(sorted),
+		c.Quantiles = append(c.Quantiles, quantileRow{Op: name, Count: len(sorted) * o.weight,
 			P50: nsMs(quantile(sorted, .5)), P90: nsMs(quantile(sorted, .9)), P99: nsMs(quantile(sorted, .99)),
 			P999: nsMs(quantile(sorted, .999)), Max: nsMs(sorted[len(sorted)-1]), Mean: fmtMs(sum / float64(len(sorted)) / 1e6)})
 	}
@@ -144,6 +151,9 @@ func newCharts(h *history.History, res *checker.Result, span checker.Interval) *
 		if n := unknown[f]; n > 0 {
 			lost = append(lost, plural(n, f))
 		}
+	}
+	if x := h.Excerpt; x != nil && x.Stride > 1 {
+		c.Notes = append(c.Notes, fmt.Sprintf("A long history: these figures are drawn from one operation in %d (%d of %d), counts scaled up.", x.Stride, len(x.Operations)/2, x.Operated))
 	}
 	if lost != nil {
 		c.Notes = append(c.Notes, "Operations of unknown outcome (a timeout, a dropped connection) have no latency and are left out: "+checker.JoinAnd(lost)+".")
@@ -266,7 +276,7 @@ func grantChart(grants *opLatencies, faults []checker.Fault, span checker.Interv
 	counts := make([]int, n)
 	if grants != nil {
 		for _, at := range grants.at {
-			counts[min(n-1, max(0, int((at-span.Start)/bucketNs)))]++
+			counts[min(n-1, max(0, int((at-span.Start)/bucketNs)))] += grants.weight
 		}
 	}
 	perSec := func(c int) float64 { return float64(c) / (float64(bucketNs) / 1e9) }

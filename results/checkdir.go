@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
@@ -13,18 +15,45 @@ import (
 // CheckDir checks the history of a run directory (with its resource log
 // when there is one) and writes results.json, junit.xml and report.html,
 // and porcupine's visualization of a linearizability failure.
+//
+// A history too long to hold in memory (over excerptBytes) is checked as it
+// is read, with its resource log, and the History returned, which the
+// report is drawn from, is an excerpt of it (history.Excerpt).
 func CheckDir(dir string, opts checker.Options) (*history.History, *checker.Result, error) {
-	h, err := history.ReadFile(filepath.Join(dir, HistoryFile))
+	historyPath, resourcePath := filepath.Join(dir, HistoryFile), filepath.Join(dir, ResourceFile)
+	if fi, err := os.Stat(historyPath); err == nil && fi.Size() > excerptBytes {
+		// The heap of this check stays small whatever the history's
+		// length, and it allocates per event: collecting at four times the
+		// live heap instead of twice saves a fifth of the time.
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+		res, err := checker.CheckFiles(historyPath, resourcePath, opts)
+		if err != nil {
+			return nil, nil, namedError(historyPath, err)
+		}
+		h, err := readExcerpt(historyPath, res)
+		if err != nil {
+			return nil, nil, namedError(historyPath, err)
+		}
+		// No porcupine visualization: it needs the whole history.
+		if err := WriteLinearizability(dir, nil, nil, &checker.Result{}, opts); err != nil {
+			return nil, nil, err
+		}
+		if err := WriteAll(dir, h, res); err != nil {
+			return nil, nil, err
+		}
+		return h, res, nil
+	}
+	h, err := history.ReadFile(historyPath)
 	if err != nil {
-		return nil, nil, namedError(filepath.Join(dir, HistoryFile), err)
+		return nil, nil, namedError(historyPath, err)
 	}
 	var resLog []history.ResourceEntry
-	rl, err := history.ReadResource(filepath.Join(dir, ResourceFile))
+	rl, err := history.ReadResource(resourcePath)
 	switch {
 	case err == nil:
 		resLog = rl.Entries
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, nil, namedError(filepath.Join(dir, ResourceFile), err)
+		return nil, nil, namedError(resourcePath, err)
 	}
 	res := checker.Check(h, resLog, opts)
 	res.Truncated.Resource = rl != nil && rl.Truncated

@@ -118,7 +118,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		v.Header = append(v.Header, kv{"started", h.Header.Started})
 	}
 	v.Header = append(v.Header,
-		kv{"history events", strconv.Itoa(len(h.Events))},
+		kv{"history events", historyEvents(h)},
 		kv{"span", fmt.Sprintf("%.3f s", float64(span.End-span.Start)/1e9)})
 	if h.Truncated {
 		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})
@@ -161,6 +161,16 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		})
 	}
 	return v
+}
+
+// historyEvents counts the history's events, and says what the page draws
+// of a long history it holds only an excerpt of.
+func historyEvents(h *history.History) string {
+	n := strconv.Itoa(h.Length())
+	if x := h.Excerpt; x != nil {
+		n += fmt.Sprintf(" (a long history: the timeline draws the %d nemesis events and client events around the findings, the latency figures one operation in %d)", len(h.Events), x.Stride)
+	}
+	return n
 }
 
 // versionRows lists the servers' versions the run recorded, then the

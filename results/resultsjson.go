@@ -68,7 +68,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Checks:        res.Checks,
 		Reason:        res.Reason,
 		Config:        cfg,
-		HistoryEvents: len(h.Events),
+		HistoryEvents: h.Length(),
 		Faults:        res.Faults,
 		Schema:        Schema,
 		Truncated:     res.Truncated,

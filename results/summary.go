@@ -14,7 +14,7 @@ import (
 // the report's path last, so a terminal or a CI log ends with where to look.
 func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	cfg := h.Header.Config
-	fmt.Fprintf(w, "%s, nemesis %s, seed %d: %d history events\n", runTitle(cfg), nemesisName(cfg), cfg.Seed, len(h.Events))
+	fmt.Fprintf(w, "%s, nemesis %s, seed %d: %d history events\n", runTitle(cfg), nemesisName(cfg), cfg.Seed, h.Length())
 	if h.Truncated {
 		fmt.Fprintln(w, "history cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked")
 	}

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
-	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -19,14 +16,16 @@ import (
 // history so far plus this pause is how late --stop-on-anomaly may be.
 const onlinePoll = 200 * time.Millisecond
 
-// onlineCheck follows a run as it is recorded: it checks the history
-// written so far (the same checker as lockcheck check, streaming the file,
-// a line cut mid-write dropped), keeps the anomalies found by check for the
-// progress line, and closes stop at the first anomaly when asked to.
+// onlineCheck follows a run as it is recorded: a checker.Follower reads
+// the lines added to the history and resource log since its last look (a
+// line cut mid-write waits), carrying the scan, and settles the lock keys
+// as they come to rest; the onlineCheck keeps the anomalies found so far
+// by check for the progress line, and closes stop at the first anomaly
+// when asked to.
 //
-// Each check reads the history from its start: the run's final verdict is
-// the ordinary check of the whole directory, so it equals lockcheck check
-// of it; the online check only decides when to stop and what to show.
+// The run's final verdict is the ordinary check of the whole directory,
+// so it equals lockcheck check of it; the online check only decides when
+// to stop and what to show.
 type onlineCheck struct {
 	opts          checker.Options
 	fenced        bool
@@ -41,14 +40,21 @@ type onlineCheck struct {
 }
 
 func newOnlineCheck(opts checker.Options, fenced, stopOnAnomaly bool) *onlineCheck {
-	// An online check must come round again soon; the final check has the
-	// full linearizability timeout.
+	// An online check must come round again soon: its search for a
+	// linearization gets a second in all; the final check has the full
+	// linearizability timeout.
 	opts.LinearizabilityTimeout = min(opts.LinearizabilityTimeout, time.Second)
 	return &onlineCheck{opts: opts, fenced: fenced, stopOnAnomaly: stopOnAnomaly, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // follow checks the run directory the progress reports name until close.
 func (o *onlineCheck) follow() {
+	var f *checker.Follower
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
 	for {
 		select {
 		case <-o.done:
@@ -61,11 +67,18 @@ func (o *onlineCheck) follow() {
 		if dir == "" {
 			continue
 		}
-		res, err := checkRecorded(dir, o.opts)
-		if err != nil {
+		if f == nil {
+			var err error
+			f, err = checker.NewFollower(filepath.Join(dir, results.HistoryFile), filepath.Join(dir, results.ResourceFile), o.opts)
+			if err != nil {
+				f = nil
+				continue // not created yet
+			}
+		}
+		if err := f.Read(); err != nil {
 			continue // a history being written that the model refuses is reported by the final check
 		}
-		found := checker.AnomaliesByCheck(res, o.fenced)
+		found := f.Anomalies(o.fenced)
 		o.mu.Lock()
 		o.anomalies = found
 		if len(found) > 0 && o.stopOnAnomaly && !o.stopped {
@@ -102,18 +115,4 @@ func anomalyLine(found []checker.CheckAnomalies) string {
 		parts[i] = fmt.Sprintf("%s %d", a.Key, a.Count)
 	}
 	return "anomalies: " + strings.Join(parts, ", ")
-}
-
-// checkRecorded checks the history and resource log of dir as far as they
-// are written.
-func checkRecorded(dir string, opts checker.Options) (*checker.Result, error) {
-	var entries []history.ResourceEntry
-	rl, err := history.ReadResource(filepath.Join(dir, results.ResourceFile))
-	switch {
-	case err == nil:
-		entries = rl.Entries
-	case !errors.Is(err, fs.ErrNotExist):
-		return nil, err
-	}
-	return checker.CheckFile(filepath.Join(dir, results.HistoryFile), entries, opts)
 }

@@ -1,0 +1,14 @@
+package cli
+
+import (
+	"testing"
+)
+
+func TestMergeBadInputIsOneLineAndExitTwo(t *testing.T) {
+	store := t.TempDir()
+	empty := t.TempDir()
+	assertRefused(t, store, []string{"merge", "--out", store}, []badInput{
+		{"no comparison in it", []string{empty}, empty + " holds no comparison (no compare.json in it or its folders)"},
+		{"no such folder", []string{empty + "/nope"}, "no such file or directory"},
+	})
+}

@@ -1,0 +1,198 @@
+package results
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// IndexFile is the store index a merge writes beside its comparison (lockcheck
+// serve draws the same page live).
+const IndexFile = "index.html"
+
+// part is one comparison folder a merge reads, and its place in the matrix.
+type part struct {
+	dir       string
+	c         *Comparison
+	index, of int // its --shard I/N; 1/1 when it ran the whole matrix
+}
+
+// FindComparisons lists the comparison folders in each source: a comparison
+// folder itself, or a store (a --out folder) holding comparison folders.
+func FindComparisons(sources []string) ([]string, error) {
+	var dirs []string
+	for _, src := range sources {
+		if _, err := os.Stat(filepath.Join(src, CompareResults)); err == nil {
+			dirs = append(dirs, src)
+			continue
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return nil, err
+		}
+		found := 0
+		for _, e := range entries {
+			d := filepath.Join(src, e.Name())
+			if _, err := os.Stat(filepath.Join(d, CompareResults)); e.IsDir() && err == nil {
+				dirs = append(dirs, d)
+				found++
+			}
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%s holds no comparison (no %s in it or its folders): pass a folder lockcheck compare --out wrote, or a comparison folder in it", src, CompareResults)
+		}
+	}
+	return dirs, nil
+}
+
+// MergeComparisons merges the comparison folders dirs (the shards of one
+// matrix, run on several machines) into a new comparison folder under out:
+// every cell in the matrix's order, each cell's run directory copied in,
+// compare.json, compare.html and junit.xml over them all, and the store's
+// index.html. The shards must share their seed and time limit, and no cell
+// may come twice.
+func MergeComparisons(out string, dirs []string, commandLine []string, now time.Time) (string, *Comparison, error) {
+	var parts []part
+	for _, d := range dirs {
+		c, err := ReadComparison(d)
+		if err != nil {
+			return "", nil, err
+		}
+		p := part{dir: d, c: c, index: 1, of: 1}
+		if s := shardOf(c.CommandLine); s != "" {
+			if _, err := fmt.Sscanf(s, "%d/%d", &p.index, &p.of); err != nil {
+				return "", nil, fmt.Errorf("%s: --shard %q in its command line: %w", d, s, err)
+			}
+		}
+		if len(parts) > 0 && (c.Seed != parts[0].c.Seed || c.TimeLimitMs != parts[0].c.TimeLimitMs) {
+			return "", nil, fmt.Errorf("%s ran with seed %d and a %d ms time limit, %s with seed %d and %d ms: the shards of one matrix share --seed and --time-limit",
+				d, c.Seed, c.TimeLimitMs, parts[0].dir, parts[0].c.Seed, parts[0].c.TimeLimitMs)
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "", nil, fmt.Errorf("nothing to merge")
+	}
+	dir, err := NewCompareDir(out, now)
+	if err != nil {
+		return "", nil, err
+	}
+	merged := &Comparison{CommandLine: commandLine, TimeLimitMs: parts[0].c.TimeLimitMs, Seed: parts[0].c.Seed}
+	type placed struct {
+		at   int
+		cell Cell
+	}
+	var cells []placed
+	seen := map[string]string{}
+	for pi, p := range parts {
+		merged.Started = earliest(merged.Started, p.c.Started)
+		merged.Finished = max(merged.Finished, p.c.Finished)
+		merged.Interrupted = merged.Interrupted || p.c.Interrupted
+		label := fmt.Sprintf("s%dof%d", p.index, p.of)
+		if p.of == 1 {
+			label = "part" + strconv.Itoa(pi+1)
+		}
+		for i, c := range p.c.Cells {
+			key := c.Backend + "/" + c.Variant + " " + c.Workload + " " + FaultsName(c.Nemesis)
+			if other, dup := seen[key]; dup {
+				return "", nil, fmt.Errorf("cell %s is in both %s and %s: merge the shards of one matrix, each once", key, other, p.dir)
+			}
+			seen[key] = p.dir
+			if c.Dir != "" {
+				name := label + "-" + strings.ReplaceAll(c.Dir, "/", "-")
+				if err := copyTree(filepath.Join(p.dir, filepath.FromSlash(c.Dir)), filepath.Join(dir, name)); err != nil {
+					return "", nil, err
+				}
+				c.Dir = name
+			}
+			// Cell i of shard I/N is cell i*N + I-1 of the matrix.
+			cells = append(cells, placed{at: i*p.of + p.index - 1, cell: c})
+		}
+	}
+	slices.SortStableFunc(cells, func(a, b placed) int { return cmp.Compare(a.at, b.at) })
+	for _, c := range cells {
+		merged.Cells = append(merged.Cells, c.cell)
+	}
+	if err := WriteComparison(dir, merged); err != nil {
+		return "", nil, err
+	}
+	entries, err := ScanStore(out)
+	if err != nil {
+		return "", nil, err
+	}
+	err = writeFileAtomic(out, IndexFile, func(w io.Writer) error { return WriteIndex(w, out, entries) })
+	return dir, merged, err
+}
+
+// shardOf finds --shard's value in a command line, "" when there is none.
+func shardOf(line []string) string {
+	for i, a := range line {
+		if v, ok := strings.CutPrefix(a, "--shard="); ok {
+			return v
+		}
+		if a == "--shard" && i+1 < len(line) {
+			return line[i+1]
+		}
+	}
+	return ""
+}
+
+// earliest of two RFC 3339 times, either of which may be empty.
+func earliest(a, b string) string {
+	if a == "" || (b != "" && b < a) {
+		return b
+	}
+	return a
+}
+
+// copyTree copies the folder from to to, files and folders (symlinks as
+// links); sockets and other special files a server left are not copied.
+func copyTree(from, to string) error {
+	return filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(from, path)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(dst, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, dst)
+		case !d.Type().IsRegular():
+			return nil
+		}
+		return copyFile(path, dst)
+	})
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
