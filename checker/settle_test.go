@@ -78,6 +78,10 @@ func TestDifferentialSettle(t *testing.T) {
 	})
 }
 
+// otherClients numbers the second history's clients apart from the first's,
+// whose retired clients continue under ever higher numbers.
+const otherClients = 1000
+
 // TestDifferentialSettleTwoKeys settles two random histories run side by
 // side on two keys by distinct clients, key by key.
 func TestDifferentialSettleTwoKeys(t *testing.T) {
@@ -89,11 +93,11 @@ func TestDifferentialSettleTwoKeys(t *testing.T) {
 				if v := e.Value; v != nil && strings.HasPrefix(v.Target, "c") {
 					c := *v
 					n, _ := strconv.Atoi(v.Target[1:])
-					c.Target = "c" + strconv.Itoa(n+10)
+					c.Target = "c" + strconv.Itoa(n+otherClients)
 					e.Value = &c
 				}
 			} else {
-				e.Process += 10
+				e.Process += otherClients
 				e.Key = "lock-1"
 			}
 			b.Events = append(b.Events, e)
