@@ -13,6 +13,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container"
+	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -43,6 +44,9 @@ type topology struct {
 	versionKey func(i int) string
 	// close heals what faults left (clocks) and removes every node.
 	close func()
+	// network carries every connection to the nodes, when the run
+	// proxies them (ParamNetwork); close closes it.
+	network *netproxy.Network
 }
 
 // endpoints are where the servers listen.
@@ -112,11 +116,11 @@ func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) 
 // startTopologyFor brings the lock service up under the run's runtime.
 func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backends.NodeSpec, root string, log *slog.Logger) (*topology, error) {
 	if runtimeOf(cfg) != RuntimeDocker {
-		nodes, err := startTopology(ctx, p, specs, root)
+		nodes, network, err := startNodes(ctx, p, specs, root, networkOf(cfg) == NetworkProxy)
 		if err != nil {
 			return nil, err
 		}
-		t := &topology{versionKey: func(i int) string { return specs[i].Program }}
+		t := &topology{versionKey: func(i int) string { return specs[i].Program }, network: network}
 		for _, n := range nodes {
 			t.servers = append(t.servers, n)
 		}
@@ -124,6 +128,9 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 			resetClocks(nodes)
 			for _, n := range nodes {
 				n.Stop()
+			}
+			if network != nil {
+				network.Close() //nolint:errcheck // closing listeners of a run that ends
 			}
 		}
 		return t, nil

@@ -40,7 +40,7 @@ func init() {
 			return etcd.NewCluster(all)
 		},
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout})
+			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
 		Flags:     &Flags{Bind: etcdFlags},
 		Signature: []string{"pause-holder"},

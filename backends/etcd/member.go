@@ -95,9 +95,9 @@ func Node(name, program string, t Timing) backends.NodeSpec {
 			return []string{
 				"--name", self.Name,
 				"--data-dir", filepath.Join(self.Dir, dataDir),
-				"--listen-client-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.Ports[0])),
+				"--listen-client-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.ListenPort(0))),
 				"--advertise-client-urls", "http://" + self.AddrOf(0),
-				"--listen-peer-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.Ports[1])),
+				"--listen-peer-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.ListenPort(1))),
 				"--initial-advertise-peer-urls", peerURL(self),
 				"--initial-cluster", strings.Join(peers, ","),
 				"--initial-cluster-token", "lockcheck",

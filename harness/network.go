@@ -1,0 +1,106 @@
+package harness
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/harness/netproxy"
+	"github.com/lockcheck/lockcheck/nemesis"
+)
+
+// ParamNetwork is the run param that says how the process runtime's nodes
+// and clients reach each other: NetworkProxy through lockcheck's proxies
+// (harness/netproxy), where links can be cut, slowed and broken, or
+// NetworkDirect on loopback. Unset, a run proxies when one of its faults
+// needs links (partition, slow-link, ...).
+const ParamNetwork = "network"
+
+// The values of ParamNetwork.
+const (
+	NetworkProxy  = "proxy"
+	NetworkDirect = "direct"
+)
+
+// networkOf says how the run's nodes and clients reach each other; the
+// docker runtime has a network of its own.
+func networkOf(cfg Config) string {
+	if runtimeOf(cfg) != RuntimeProcess || len(cfg.Addrs) > 0 {
+		return NetworkDirect
+	}
+	if n := cfg.Run.Params[ParamNetwork]; n != "" {
+		return n
+	}
+	for _, name := range faultNames(cfg) {
+		f, _ := nemesis.Lookup(name)
+		for _, need := range f.Needs {
+			if need == nemesis.CapPartition || need == nemesis.CapLinks {
+				return NetworkProxy
+			}
+		}
+	}
+	return NetworkDirect
+}
+
+// nodeSource is the loopback address the i-th node's connections come
+// from, and clientSource the slot-th client's: how the proxies tell the
+// callers apart. lockcheck's own connections (readiness, the service
+// handle, the end-of-run inspection) come from 127.0.0.1 and belong to no
+// link.
+func nodeSource(i int) string { return "127.0.1." + strconv.Itoa(i+1) }
+
+func clientSource(slot int) string {
+	return fmt.Sprintf("127.1.%d.%d", slot/250, slot%250+1)
+}
+
+// clientLink is the name of a client's links: c and its slot, the name of
+// its first process, whatever process runs in the slot now.
+func clientLink(slot int) string { return "c" + strconv.Itoa(slot) }
+
+// proxyNodes puts a proxy in front of every port of every node: each node
+// listens on ports of its own (Endpoint.Listen) while everyone, the node's
+// peers included, reaches it at Ports, and its own connections come from
+// its source address.
+func proxyNodes(network *netproxy.Network, eps []backends.Endpoint) error {
+	for i := range eps {
+		eps[i].Source = nodeSource(i)
+		network.Name(eps[i].Source, eps[i].Name)
+		for range eps[i].Ports {
+			p, err := freePort()
+			if err != nil {
+				return err
+			}
+			eps[i].Listen = append(eps[i].Listen, p)
+		}
+	}
+	for _, e := range eps {
+		for j, port := range e.Ports {
+			listen := net.JoinHostPort(e.HostName(), strconv.Itoa(port))
+			upstream := net.JoinHostPort(e.BindAddr(), strconv.Itoa(e.Listen[j]))
+			if err := network.Proxy(e.Name, listen, upstream); err != nil {
+				return fmt.Errorf("%w: %w", err, errPortInUse)
+			}
+		}
+	}
+	return nil
+}
+
+// Shape implements nemesis.Network on the run's proxies.
+func (f *fleet) Shape(as, bs []nemesis.Target, rule nemesis.LinkRule) error {
+	r := netproxy.Rule{Cut: rule.Cut, Latency: rule.Latency, Jitter: rule.Jitter, Reset: rule.Reset}
+	for _, a := range as {
+		for _, b := range bs {
+			f.network.Set(linkName(a), linkName(b), r)
+		}
+	}
+	return nil
+}
+
+// linkName is the name the proxies know a target by.
+func linkName(t nemesis.Target) string {
+	if w, ok := t.(*worker); ok {
+		return clientLink(w.slot)
+	}
+	return t.Name()
+}
