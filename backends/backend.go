@@ -101,6 +101,12 @@ type NodeSpec struct {
 	Args func(self Endpoint, all []Endpoint) []string
 	// Env is extra environment for the process.
 	Env []string
+	// Caller, if set, names the node of all that opened a connection to
+	// this one, from the first bytes it sent, or says "": for nodes whose
+	// own connections cannot come from an address of their choosing
+	// (Endpoint.Source), as an etcd member's cannot, so that the process
+	// runtime's proxies still know them as links.
+	Caller func(all []Endpoint) func(head []byte) string
 	// FakeClock starts the node under libfaketime so that a fault can move
 	// its wall clock alone.
 	FakeClock bool

@@ -62,7 +62,7 @@ func clientLink(slot int) string { return "c" + strconv.Itoa(slot) }
 // listens on ports of its own (Endpoint.Listen) while everyone, the node's
 // peers included, reaches it at Ports, and its own connections come from
 // its source address.
-func proxyNodes(network *netproxy.Network, eps []backends.Endpoint) error {
+func proxyNodes(network *netproxy.Network, specs []backends.NodeSpec, eps []backends.Endpoint) error {
 	for i := range eps {
 		eps[i].Source = nodeSource(i)
 		network.Name(eps[i].Source, eps[i].Name)
@@ -74,11 +74,15 @@ func proxyNodes(network *netproxy.Network, eps []backends.Endpoint) error {
 			eps[i].Listen = append(eps[i].Listen, p)
 		}
 	}
-	for _, e := range eps {
+	for i, e := range eps {
+		var caller netproxy.Caller
+		if specs[i].Caller != nil {
+			caller = specs[i].Caller(eps)
+		}
 		for j, port := range e.Ports {
 			listen := net.JoinHostPort(e.HostName(), strconv.Itoa(port))
 			upstream := net.JoinHostPort(e.BindAddr(), strconv.Itoa(e.Listen[j]))
-			if err := network.Proxy(e.Name, listen, upstream); err != nil {
+			if err := network.Proxy(e.Name, listen, upstream, caller); err != nil {
 				return fmt.Errorf("%w: %w", err, errPortInUse)
 			}
 		}

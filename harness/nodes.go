@@ -100,7 +100,7 @@ func startNodes(ctx context.Context, p *procs, specs []backends.NodeSpec, root s
 		var network *netproxy.Network
 		if proxied {
 			network = netproxy.New()
-			if lastErr = proxyNodes(network, eps); lastErr != nil {
+			if lastErr = proxyNodes(network, specs, eps); lastErr != nil {
 				network.Close()
 				continue
 			}

@@ -187,16 +187,18 @@ func (s split) holdWhile(ctx context.Context, env *Env, wait func()) (time.Durat
 	if err := env.Network.Shape(s.side, s.rest, LinkRule{Cut: true}); err != nil {
 		return 0, err
 	}
-	from := names(s.rest)
-	for _, t := range s.side {
-		env.Record(history.NemPartition, history.Value{Target: t.Name(), DurationMs: env.Pause.Milliseconds(), Links: from})
+	// A client restarted meanwhile has another name by the heal; the heal
+	// names what the cut named.
+	cutNames, from := names(s.side), names(s.rest)
+	for _, name := range cutNames {
+		env.Record(history.NemPartition, history.Value{Target: name, DurationMs: env.Pause.Milliseconds(), Links: from})
 	}
 	cut := time.Now()
 	wait()
 	held := time.Since(cut)
 	herr := env.Network.Shape(s.side, s.rest, LinkRule{})
-	for _, t := range s.side {
-		env.Record(history.NemHeal, history.Value{Target: t.Name(), Detail: errText(herr)})
+	for _, name := range cutNames {
+		env.Record(history.NemHeal, history.Value{Target: name, Detail: errText(herr)})
 	}
 	return held, herr
 }

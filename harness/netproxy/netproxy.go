@@ -76,9 +76,16 @@ func (n *Network) Name(ip, name string) {
 	n.names[ip] = name
 }
 
+// Caller names who opened a connection from the first bytes it sent, or
+// says "" when they do not tell: for callers whose connections cannot come
+// from an address of their own (etcd members name themselves in every
+// request to a peer).
+type Caller func(head []byte) string
+
 // Proxy listens on listen and forwards every connection to upstream; owner
-// names the node behind it, the other end of every link it carries.
-func (n *Network) Proxy(owner, listen, upstream string) error {
+// names the node behind it, the other end of every link it carries. caller,
+// if set, names the callers whose address was named for no one.
+func (n *Network) Proxy(owner, listen, upstream string, caller Caller) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("proxy for %s on %s: %w", owner, listen, err)
@@ -92,7 +99,7 @@ func (n *Network) Proxy(owner, listen, upstream string) error {
 	n.listeners = append(n.listeners, ln)
 	n.wg.Add(1)
 	n.mu.Unlock()
-	go n.accept(ln, owner, upstream)
+	go n.accept(ln, owner, upstream, caller)
 	return nil
 }
 
@@ -166,7 +173,7 @@ func (n *Network) Close() error {
 	return err
 }
 
-func (n *Network) accept(ln net.Listener, owner, upstream string) {
+func (n *Network) accept(ln net.Listener, owner, upstream string, caller Caller) {
 	defer n.wg.Done()
 	for {
 		down, err := ln.Accept()
@@ -179,7 +186,6 @@ func (n *Network) accept(ln net.Listener, owner, upstream string) {
 		if from != "" {
 			c.link = pairOf(from, owner)
 		}
-		r := n.rules[c.link]
 		if n.closed {
 			n.mu.Unlock()
 			down.Close()
@@ -188,13 +194,17 @@ func (n *Network) accept(ln net.Listener, owner, upstream string) {
 		n.conns[c] = struct{}{}
 		n.wg.Add(1)
 		n.mu.Unlock()
-		go n.serve(c, r, upstream)
+		go n.serve(c, owner, upstream, caller)
 	}
 }
 
+// sniffWait bounds the wait for a caller's first bytes; a caller that
+// waits for the node to speak first stays unnamed.
+const sniffWait = 500 * time.Millisecond
+
 // serve carries one connection until either end closes it or the network
 // shuts down.
-func (n *Network) serve(c *conn, r Rule, upstream string) {
+func (n *Network) serve(c *conn, owner, upstream string, caller Caller) {
 	defer n.wg.Done()
 	defer func() {
 		c.close()
@@ -202,6 +212,21 @@ func (n *Network) serve(c *conn, r Rule, upstream string) {
 		delete(n.conns, c)
 		n.mu.Unlock()
 	}()
+	n.mu.Lock()
+	unnamed := c.link == pair{}
+	n.mu.Unlock()
+	var head []byte
+	if unnamed && caller != nil {
+		head = c.sniff()
+		if name := caller(head); name != "" {
+			n.mu.Lock()
+			c.link = pairOf(name, owner)
+			n.mu.Unlock()
+		}
+	}
+	n.mu.Lock()
+	r := n.rules[c.link]
+	n.mu.Unlock()
 	switch {
 	case r.Cut:
 		// Held unanswered: the caller times out as across a partition.
@@ -224,6 +249,9 @@ func (n *Network) serve(c *conn, r Rule, upstream string) {
 		up.Close()
 		return
 	}
+	if len(head) > 0 && (!n.pass(c) || write(up, head) != nil) {
+		return
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); n.pump(c, up, c.down) }()
@@ -243,7 +271,7 @@ func (n *Network) pump(c *conn, dst, src net.Conn) {
 				<-c.done
 				return
 			}
-			if _, werr := dst.Write(buf[:k]); werr != nil {
+			if werr := write(dst, buf[:k]); werr != nil {
 				return
 			}
 		}
@@ -275,6 +303,11 @@ func (n *Network) pass(c *conn) bool {
 	return !c.stalled()
 }
 
+func write(dst net.Conn, b []byte) error {
+	_, err := dst.Write(b)
+	return err
+}
+
 func jitter(j time.Duration) time.Duration {
 	if j <= 0 {
 		return 0
@@ -302,6 +335,15 @@ type conn struct {
 	isClosed bool
 	halt     chan struct{} // closed when the connection stalls
 	done     chan struct{} // closed when it is closed
+}
+
+// sniff reads what the caller sends first, within sniffWait.
+func (c *conn) sniff() []byte {
+	buf := make([]byte, 4<<10)
+	c.down.SetReadDeadline(time.Now().Add(sniffWait)) //nolint:errcheck // a failed read returns nothing
+	k, _ := c.down.Read(buf)
+	c.down.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+	return buf[:k]
 }
 
 func (c *conn) stall() {

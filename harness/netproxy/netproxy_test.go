@@ -3,6 +3,7 @@ package netproxy
 import (
 	"bufio"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,18 @@ func dialFrom(t *testing.T, ip, addr string) net.Conn {
 	return c
 }
 
+// reaches reports whether a line sent from ip to addr on a new connection
+// comes back; a connection reset while it is made does not.
+func reaches(ip, addr string) bool {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	return roundTrip(c, time.Second)
+}
+
 // roundTrip sends a line and reports whether it came back within wait.
 func roundTrip(c net.Conn, wait time.Duration) bool {
 	c.SetDeadline(time.Now().Add(wait)) //nolint:errcheck // the read fails instead
@@ -72,7 +85,12 @@ func network(t *testing.T) (*Network, string) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
-	require.NoError(t, n.Proxy("node", addr, echo(t)))
+	require.NoError(t, n.Proxy("node", addr, echo(t), func(head []byte) string {
+		if strings.HasPrefix(string(head), "I am c3\n") {
+			return "c3"
+		}
+		return ""
+	}))
 	return n, addr
 }
 
@@ -120,8 +138,8 @@ func TestLatencyAndReset(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "150ms each way")
 
 	n.Set("c1", "node", Rule{Reset: 1})
-	assert.False(t, roundTrip(dialFrom(t, "127.0.2.1", addr), time.Second), "every new connection is reset")
-	assert.True(t, roundTrip(dialFrom(t, "127.0.2.2", addr), time.Second), "other links pass")
+	assert.False(t, reaches("127.0.2.1", addr), "every new connection is reset")
+	assert.True(t, reaches("127.0.2.2", addr), "other links pass")
 }
 
 func TestCloseLeavesNothing(t *testing.T) {
@@ -135,4 +153,13 @@ func TestCloseLeavesNothing(t *testing.T) {
 	_, err := net.DialTimeout("tcp", addr, time.Second)
 	assert.Error(t, err, "no listener left")
 	assert.False(t, roundTrip(open, 200*time.Millisecond))
+}
+
+func TestCallerNamedByWhatItSends(t *testing.T) {
+	n, addr := network(t)
+	n.Set("c3", "node", Rule{Cut: true})
+	introduced := dialFrom(t, "127.0.0.1", addr)
+	introduced.Write([]byte("I am c3\n")) //nolint:errcheck // the round trip fails instead
+	assert.False(t, roundTrip(introduced, 300*time.Millisecond), "a caller that names itself c3 is cut")
+	assert.True(t, roundTrip(dialFrom(t, "127.0.0.1", addr), time.Second), "one that does not passes")
 }
