@@ -169,9 +169,13 @@ func partitionContainer(ctx context.Context, env *Env, p Partitioner) (time.Dura
 }
 
 // split is a partition of the run's network into two sides: every link
-// between a target of side and one of rest is cut.
+// between a target of side and one of rest is cut. The events name each
+// target of side cut from the rest, and with mirror each target of rest
+// cut from the side too (two halves, rather than a few targets cut off
+// from everyone else).
 type split struct {
 	side, rest []Target
+	mirror     bool
 }
 
 // hold cuts the split's links for env.Pause, recording each target of the
@@ -192,6 +196,12 @@ func (s split) holdWhile(ctx context.Context, env *Env, wait func()) (time.Durat
 	cutNames, from := names(s.side), names(s.rest)
 	for _, name := range cutNames {
 		env.Record(history.NemPartition, history.Value{Target: name, DurationMs: env.Pause.Milliseconds(), Links: from})
+	}
+	if s.mirror {
+		for _, name := range from {
+			env.Record(history.NemPartition, history.Value{Target: name, DurationMs: env.Pause.Milliseconds(), Links: names(s.side)})
+		}
+		cutNames = append(cutNames, from...)
 	}
 	cut := time.Now()
 	wait()
