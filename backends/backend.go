@@ -101,6 +101,11 @@ type NodeSpec struct {
 	Args func(self Endpoint, all []Endpoint) []string
 	// Env is extra environment for the process.
 	Env []string
+	// Proxyable says the node can be reached through the process runtime's
+	// proxies: it listens on Endpoint.ListenPort, tells others the address
+	// they reach it at (Ports), and its own connections come from
+	// Endpoint.Source or are named by Caller.
+	Proxyable bool
 	// Caller, if set, names the node of all that opened a connection to
 	// this one, from the first bytes it sent, or says "": for nodes whose
 	// own connections cannot come from an address of their choosing

@@ -75,7 +75,7 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		// Containers on the run's own network can be disconnected from it.
 		t.Offers = append(t.Offers, nemesis.CapPartition)
 	}
-	if t.Nodes > 0 && networkOf(cfg) == NetworkProxy {
+	if networkOf(cfg, specs) == NetworkProxy {
 		// Every connection goes through lockcheck's proxies.
 		t.Offers = append(t.Offers, nemesis.CapPartition, nemesis.CapLinks)
 	}

@@ -23,10 +23,11 @@ const (
 	NetworkDirect = "direct"
 )
 
-// networkOf says how the run's nodes and clients reach each other; the
-// docker runtime has a network of its own.
-func networkOf(cfg Config) string {
-	if runtimeOf(cfg) != RuntimeProcess || len(cfg.Addrs) > 0 {
+// networkOf says how the run's nodes (specs) and clients reach each
+// other; the docker runtime has a network of its own, and nodes that
+// cannot run behind proxies are reached directly.
+func networkOf(cfg Config, specs []backends.NodeSpec) string {
+	if runtimeOf(cfg) != RuntimeProcess || len(specs) == 0 || !proxyable(specs) {
 		return NetworkDirect
 	}
 	if n := cfg.Run.Params[ParamNetwork]; n != "" {
@@ -41,6 +42,24 @@ func networkOf(cfg Config) string {
 		}
 	}
 	return NetworkDirect
+}
+
+func proxyable(specs []backends.NodeSpec) bool {
+	for _, s := range specs {
+		if !s.Proxyable {
+			return false
+		}
+	}
+	return true
+}
+
+// checkNetwork refuses --network proxy for nodes that cannot run behind
+// the proxies.
+func checkNetwork(cfg Config, specs []backends.NodeSpec) error {
+	if cfg.Run.Params[ParamNetwork] != NetworkProxy || runtimeOf(cfg) != RuntimeProcess || len(specs) == 0 || proxyable(specs) {
+		return nil
+	}
+	return fmt.Errorf("--%s %s: the %s nodes cannot run behind lockcheck's proxies; use --%s %s or --runtime docker", ParamNetwork, NetworkProxy, cfg.Run.Backend, ParamNetwork, NetworkDirect)
 }
 
 // nodeSource is the loopback address the i-th node's connections come

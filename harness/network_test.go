@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
 )
 
@@ -50,7 +51,7 @@ func TestProxiedRunLeavesNoListener(t *testing.T) {
 			if tt.interrupt {
 				cfg.Limit, cfg.Pause = time.Minute, 30*time.Second
 			}
-			require.Equal(t, NetworkProxy, networkOf(cfg), "a partition under the process runtime proxies")
+			require.Equal(t, NetworkProxy, networkOf(cfg, nodeSpecs(cfg, mustBackend(t, cfg))), "a partition under the process runtime proxies")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tt.interrupt {
@@ -96,4 +97,46 @@ func leftOver(before, after []string) []string {
 		}
 	}
 	return out
+}
+
+func mustBackend(t *testing.T, cfg Config) catalog.Backend {
+	t.Helper()
+	b, _, err := catalog.Lookup(cfg.Run.Backend, "")
+	require.NoError(t, err)
+	return b
+}
+
+// The network a run gets: proxies when a fault needs links or the user
+// asks for them, for nodes that can run behind them; direct otherwise.
+func TestNetworkOf(t *testing.T) {
+	for _, tt := range []struct {
+		backend, network string
+		faults           []string
+		want             string
+		refused          bool
+	}{
+		{backend: "sentinel", faults: []string{"partition-minority"}, want: NetworkProxy},
+		{backend: "etcd", faults: []string{"pause-node"}, want: NetworkDirect},
+		{backend: "redlock", network: NetworkProxy, want: NetworkProxy},
+		{backend: "sentinel", network: NetworkDirect, faults: []string{"partition"}, want: NetworkDirect},
+		{backend: "zookeeper", faults: []string{"partition"}, want: NetworkDirect},
+		{backend: "zookeeper", network: NetworkProxy, want: NetworkDirect, refused: true},
+	} {
+		t.Run(tt.backend+" "+tt.network+" "+strings.Join(tt.faults, ","), func(t *testing.T) {
+			cfg := testConfig(t, "", "unfenced", tt.faults, time.Second)
+			cfg.Run.Backend = tt.backend
+			cfg.Run.Params = map[string]string{}
+			if tt.network != "" {
+				cfg.Run.Params[ParamNetwork] = tt.network
+			}
+			specs := nodeSpecs(cfg, mustBackend(t, cfg))
+			assert.Equal(t, tt.want, networkOf(cfg, specs))
+			err := checkNetwork(cfg, specs)
+			if tt.refused {
+				assert.ErrorContains(t, err, "cannot run behind lockcheck's proxies")
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
 }

@@ -89,6 +89,9 @@ func images(cfg Config, specs []backends.NodeSpec) map[string]string {
 func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) error {
 	switch runtimeOf(cfg) {
 	case RuntimeProcess:
+		if err := checkNetwork(cfg, specs); err != nil {
+			return err
+		}
 		return checkPrograms(cfg.Programs, b)
 	case RuntimeDocker:
 		for _, s := range specs {
@@ -116,7 +119,7 @@ func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) 
 // startTopologyFor brings the lock service up under the run's runtime.
 func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backends.NodeSpec, root string, log *slog.Logger) (*topology, error) {
 	if runtimeOf(cfg) != RuntimeDocker {
-		nodes, network, err := startNodes(ctx, p, specs, root, networkOf(cfg) == NetworkProxy)
+		nodes, network, err := startNodes(ctx, p, specs, root, networkOf(cfg, specs) == NetworkProxy)
 		if err != nil {
 			return nil, err
 		}

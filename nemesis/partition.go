@@ -178,6 +178,18 @@ type split struct {
 	mirror     bool
 }
 
+// deal puts targets in the split in the order perm: the i-th of them on
+// the side when onSide(i), else in the rest.
+func deal[T Target](s *split, targets []T, perm []int, onSide func(i int) bool) {
+	for i, j := range perm {
+		if onSide(i) {
+			s.side = append(s.side, targets[j])
+		} else {
+			s.rest = append(s.rest, targets[j])
+		}
+	}
+}
+
 // hold cuts the split's links for env.Pause, recording each target of the
 // side as cut from every target of the rest, and heals them, also when
 // the run is ending. It returns how long the cut held.

@@ -21,21 +21,9 @@ func PartitionBridge(ctx context.Context, env *Env) (Landing, error) {
 	bridge := nodes[order[0]]
 	s := split{mirror: true}
 	half := (len(nodes) - 1) / 2
-	for i, j := range order[1:] {
-		if i < half {
-			s.side = append(s.side, nodes[j])
-		} else {
-			s.rest = append(s.rest, nodes[j])
-		}
-	}
+	deal(&s, nodes, order[1:], func(i int) bool { return i < half })
 	clients := env.Targets.Clients()
-	for i, j := range env.Rand.Perm(len(clients)) {
-		if i%2 == 0 {
-			s.side = append(s.side, clients[j])
-		} else {
-			s.rest = append(s.rest, clients[j])
-		}
-	}
+	deal(&s, clients, env.Rand.Perm(len(clients)), func(i int) bool { return i%2 == 0 })
 	held, err := s.hold(ctx, env)
 	if err != nil {
 		return Landing{}, err

@@ -17,23 +17,10 @@ func init() {
 func PartitionHalves(ctx context.Context, env *Env) (Landing, error) {
 	nodes := env.Targets.Nodes()
 	minority := len(nodes) / 2
-	var s split
-	s.mirror = true
-	for i, j := range env.Rand.Perm(len(nodes)) {
-		if i < minority {
-			s.side = append(s.side, nodes[j])
-		} else {
-			s.rest = append(s.rest, nodes[j])
-		}
-	}
+	s := split{mirror: true}
+	deal(&s, nodes, env.Rand.Perm(len(nodes)), func(i int) bool { return i < minority })
 	clients := env.Targets.Clients()
-	for i, j := range env.Rand.Perm(len(clients)) {
-		if i*len(nodes) < minority*len(clients) {
-			s.side = append(s.side, clients[j])
-		} else {
-			s.rest = append(s.rest, clients[j])
-		}
-	}
+	deal(&s, clients, env.Rand.Perm(len(clients)), func(i int) bool { return i*len(nodes) < minority*len(clients) })
 	held, err := s.hold(ctx, env)
 	if err != nil {
 		return Landing{}, err

@@ -40,13 +40,7 @@ func PartitionMinority(ctx context.Context, env *Env) (Landing, error) {
 	}
 	k = min(k, len(clients))
 	s := split{side: []Target{target}}
-	for i, j := range env.Rand.Perm(len(clients)) {
-		if i < k {
-			s.side = append(s.side, clients[j])
-		} else {
-			s.rest = append(s.rest, clients[j])
-		}
-	}
+	deal(&s, clients, env.Rand.Perm(len(clients)), func(i int) bool { return i < k })
 	for _, n := range env.Targets.Nodes() {
 		if n.Name() != target.Name() {
 			s.rest = append(s.rest, n)

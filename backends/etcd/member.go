@@ -114,6 +114,7 @@ func Node(name, program string, t Timing) backends.NodeSpec {
 		},
 		Env:       []string{MemberEnv + "=1"},
 		Caller:    PeerCaller,
+		Proxyable: true,
 		DataPaths: []string{dataDir},
 		Ready:     listening,
 		Version:   version,

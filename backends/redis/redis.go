@@ -277,10 +277,11 @@ func Node(name, program string) backends.NodeSpec {
 				"--protected-mode", ProtectedMode(self),
 			}, Proxied(self)...)
 		},
-		Ready:   ping,
-		Version: version,
-		Image:   Image,
-		Command: Server.Name,
+		Ready:     ping,
+		Version:   version,
+		Image:     Image,
+		Command:   Server.Name,
+		Proxyable: true,
 	}
 }
 
