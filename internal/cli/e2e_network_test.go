@@ -35,11 +35,13 @@ func TestSentinelPartitionMinority(t *testing.T) {
 	tests := []struct {
 		name      string
 		extra     []string
-		code      int
 		violation bool
 	}{
-		{"two masters grant the lock", nil, exitInvalid, true},
-		{"min-replicas-to-write 1 makes the old master refuse", []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1s"}, exitValid, false},
+		{"two masters grant the lock", nil, true},
+		// The old master still writes for up to the lag: an INCR it takes
+		// then is lost with it, so a fence may repeat (a finding of its
+		// own), but no two clients hold the lock at once.
+		{"min-replicas-to-write 1 makes the old master refuse", []string{"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1s"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,18 +52,18 @@ func TestSentinelPartitionMinority(t *testing.T) {
 			if !landed {
 				return
 			}
-			assert.Equal(t, tt.code, inv.code, inv.stdout)
 			details := landings(t, dir)
 			require.NotEmpty(t, details)
 			assert.Contains(t, details[0], "while the other side had redis-", "the majority promoted a master of its own")
 			c := res.Checks
 			if tt.violation {
+				assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 				assert.Positive(t, c.DoubleOwnership.Windows)
 				assert.Contains(t, res.Reason, "cut off the network", "the verdict names the partition in force")
 			} else {
 				assert.Zero(t, c.DoubleOwnership.Windows)
 				assert.Zero(t, c.LeaseSafety.Violations)
-				assert.Contains(t, inv.stdout, "acquires refused by the service", "the old master refused")
+				assert.Positive(t, c.Liveness.AcquireRefused, "the old master refused")
 			}
 		})
 	}
