@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -204,8 +205,11 @@ func (s split) holdWhile(ctx context.Context, env *Env, wait func()) (time.Durat
 		return 0, err
 	}
 	// A client restarted meanwhile has another name by the heal; the heal
-	// names what the cut named.
+	// names what the cut named. The side's first target (the node a
+	// minority is cut off with) is recorded last: a verdict names the
+	// latest fault in force, and that node's cut is the story.
 	cutNames, from := names(s.side), names(s.rest)
+	slices.Reverse(cutNames)
 	for _, name := range cutNames {
 		env.Record(history.NemPartition, history.Value{Target: name, DurationMs: env.Pause.Milliseconds(), Links: from})
 	}

@@ -59,7 +59,7 @@ func TestSentinelPartitionMinority(t *testing.T) {
 			if tt.violation {
 				assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 				assert.Positive(t, c.DoubleOwnership.Windows)
-				assert.Contains(t, res.Reason, "cut off the network", "the verdict names the partition in force")
+				assert.Contains(t, res.Reason, "was cut off from ", "the verdict names the partition in force")
 			} else {
 				assert.Zero(t, c.DoubleOwnership.Windows)
 				assert.Zero(t, c.LeaseSafety.Violations)
