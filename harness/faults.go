@@ -5,6 +5,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -77,7 +78,11 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 	}
 	if networkOf(cfg, specs) == NetworkProxy {
 		// Every connection goes through lockcheck's proxies.
-		t.Offers = append(t.Offers, nemesis.CapPartition, nemesis.CapLinks)
+		t.Offers = append(t.Offers, nemesis.CapPartition, nemesis.CapLinks, nemesis.CapShape)
+	}
+	if t.Runtime == RuntimeDocker && t.Nodes > 0 && container.CheckLinkTools() == nil {
+		// Each node drops the addresses it is cut from.
+		t.Offers = append(t.Offers, nemesis.CapLinks)
 	}
 	if b.Service != nil && t.Nodes > 0 {
 		// The handle's type says what it can do; it is built on endpoints

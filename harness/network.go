@@ -1,11 +1,14 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
@@ -33,15 +36,24 @@ func networkOf(cfg Config, specs []backends.NodeSpec) string {
 	if n := cfg.Run.Params[ParamNetwork]; n != "" {
 		return n
 	}
+	if linksNeeded(cfg) {
+		return NetworkProxy
+	}
+	return NetworkDirect
+}
+
+// linksNeeded says whether one of the run's faults cuts or shapes single
+// links.
+func linksNeeded(cfg Config) bool {
 	for _, name := range faultNames(cfg) {
 		f, _ := nemesis.Lookup(name)
 		for _, need := range f.Needs {
-			if need == nemesis.CapPartition || need == nemesis.CapLinks {
-				return NetworkProxy
+			if need == nemesis.CapPartition || need == nemesis.CapLinks || need == nemesis.CapShape {
+				return true
 			}
 		}
 	}
-	return NetworkDirect
+	return false
 }
 
 func proxyable(specs []backends.NodeSpec) bool {
@@ -109,21 +121,100 @@ func proxyNodes(network *netproxy.Network, specs []backends.NodeSpec, eps []back
 	return nil
 }
 
-// Shape implements nemesis.Network on the run's proxies.
-func (f *fleet) Shape(as, bs []nemesis.Target, rule nemesis.LinkRule) error {
-	r := netproxy.Rule{Cut: rule.Cut, Latency: rule.Latency, Jitter: rule.Jitter, Reset: rule.Reset}
-	for _, a := range as {
-		for _, b := range bs {
-			f.network.Set(linkName(a), linkName(b), r)
-		}
-	}
-	return nil
+// links cuts or shapes single links between the run's nodes and clients,
+// named as the proxies name them (linkName).
+type links interface {
+	shape(a, b string, rule nemesis.LinkRule) error
+	// source is the address the slot-th client's connections come from.
+	source(slot int) (string, error)
 }
 
-// linkName is the name the proxies know a target by.
+// Shape implements nemesis.Network on the run's links.
+func (f *fleet) Shape(as, bs []nemesis.Target, rule nemesis.LinkRule) error {
+	var err error
+	for _, a := range as {
+		for _, b := range bs {
+			err = errors.Join(err, f.links.shape(linkName(a), linkName(b), rule))
+		}
+	}
+	return err
+}
+
+// linkName is the name the run's links know a target by.
 func linkName(t nemesis.Target) string {
 	if w, ok := t.(*worker); ok {
 		return clientLink(w.slot)
 	}
 	return t.Name()
+}
+
+// proxyLinks are the process runtime's links: its proxies.
+type proxyLinks struct{ network *netproxy.Network }
+
+func (p *proxyLinks) shape(a, b string, rule nemesis.LinkRule) error {
+	p.network.Set(a, b, netproxy.Rule{Cut: rule.Cut, Latency: rule.Latency, Jitter: rule.Jitter, Reset: rule.Reset})
+	return nil
+}
+
+func (p *proxyLinks) source(slot int) (string, error) {
+	ip := clientSource(slot)
+	p.network.Name(ip, clientLink(slot))
+	return ip, nil
+}
+
+// containerLinks are the docker runtime's links: each node drops the
+// packets of the addresses it is cut from (container.Node.Cut), and each
+// client dials from an address of its own on the run's network. They cut
+// only: a link cannot be slowed or made flaky there.
+type containerLinks struct {
+	rt *container.Runtime
+
+	mu    sync.Mutex
+	nodes map[string]*container.Node
+	addrs map[string]string  // link name -> address on the run's network
+	cut   map[[2]string]bool // node, address it drops
+}
+
+func newContainerLinks(rt *container.Runtime, nodes []*container.Node) *containerLinks {
+	l := &containerLinks{rt: rt, nodes: map[string]*container.Node{}, addrs: map[string]string{}, cut: map[[2]string]bool{}}
+	for _, n := range nodes {
+		l.nodes[n.Name()] = n
+		l.addrs[n.Name()] = n.Endpoint().HostName()
+	}
+	return l
+}
+
+func (l *containerLinks) source(slot int) (string, error) {
+	ip, err := l.rt.ClientAddr(slot)
+	if err != nil {
+		return "", err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.addrs[clientLink(slot)] = ip
+	return ip, nil
+}
+
+func (l *containerLinks) shape(a, b string, rule nemesis.LinkRule) error {
+	if rule.Latency > 0 || rule.Jitter > 0 || rule.Reset > 0 {
+		return errors.New("links between containers can be cut, not slowed or made flaky (use --runtime process)")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	for _, end := range [][2]string{{a, b}, {b, a}} {
+		n, ok := l.nodes[end[0]]
+		addr := l.addrs[end[1]]
+		key := [2]string{end[0], addr}
+		if !ok || addr == "" || l.cut[key] == rule.Cut {
+			continue
+		}
+		if rule.Cut {
+			err = errors.Join(err, n.Cut(addr))
+		} else {
+			err = errors.Join(err, n.Uncut(addr))
+		}
+		l.cut[key] = rule.Cut
+	}
+	return err
 }

@@ -140,3 +140,34 @@ func TestNetworkOf(t *testing.T) {
 		})
 	}
 }
+
+// Under the docker runtime partition-minority cuts single links with rules
+// in the nodes' network namespaces and the clients' own addresses: a
+// Redlock node and a client on one side, the rest on the other. The rules
+// go with the containers, the addresses with the run's network.
+func TestDockerPartitionMinorityCutsLinks(t *testing.T) {
+	cfg := dockerConfig(t, "redlock", []string{"partition-minority"}, 5*time.Second)
+	cfg.TTL = time.Second
+	cfg.Pause, cfg.Interval = 2*time.Second, time.Second
+	out, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	h, err := history.ReadFile(filepath.Join(out.Dir, "history.jsonl"))
+	require.NoError(t, err)
+	var cut, healed []string
+	landed := false
+	for _, e := range h.Events {
+		switch e.F {
+		case history.NemPartition:
+			cut = append(cut, e.Value.Target)
+			assert.Len(t, e.Value.Links, 4+3, "cut from the 4 other nodes and the 3 other clients: %v", e.Value.Links)
+		case history.NemHeal:
+			healed = append(healed, e.Value.Target)
+		case history.NemLanding:
+			landed = landed || *e.Value.Landed
+		}
+	}
+	require.NotEmpty(t, cut)
+	assert.Zero(t, len(cut)%2, "each step cut a node and a client (a minority of 4) off together: %v", cut)
+	assert.Equal(t, cut, healed, "every cut healed")
+	assert.True(t, landed)
+}

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
@@ -264,7 +263,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if len(cfg.Addrs) > 0 {
 		spec.Addrs = cfg.Addrs
 	}
-	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, network: top.network, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
+	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
 	resWatchDone := make(chan struct{})
 	defer close(resWatchDone)
 	if memory != nil {
@@ -321,7 +320,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
 			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
 		}
-		if f.network != nil {
+		if f.links != nil {
 			env.Network = f
 		}
 		if cfg.Script != nil {
@@ -392,9 +391,9 @@ type fleet struct {
 	base  workerproc.Config
 	// service is the backend's service-level handle for the nemesis, if any.
 	service any
-	// network carries the clients' connections to the nodes, if the run
-	// proxies them.
-	network *netproxy.Network
+	// links cut (and slow) single links between clients and nodes, if the
+	// run can.
+	links links
 
 	mu       sync.Mutex
 	slots    []*worker
@@ -441,9 +440,12 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 	wc := f.base
 	wc.Process = int(process)
 	wc.Seed = uint64(f.cfg.Run.Seed)*1000003 + uint64(process)
-	if f.network != nil {
-		wc.Lock.Source = clientSource(slot)
-		f.network.Name(wc.Lock.Source, clientLink(slot))
+	if f.links != nil {
+		source, err := f.links.source(slot)
+		if err != nil {
+			return err
+		}
+		wc.Lock.Source = source
 	}
 	raw, err := json.Marshal(wc)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container"
-	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -44,9 +43,10 @@ type topology struct {
 	versionKey func(i int) string
 	// close heals what faults left (clocks) and removes every node.
 	close func()
-	// network carries every connection to the nodes, when the run
-	// proxies them (ParamNetwork); close closes it.
-	network *netproxy.Network
+	// links cuts single links of the run's network, when its faults need
+	// that (process runtime: the proxies, ParamNetwork; docker: rules in
+	// each node's network namespace); close undoes it.
+	links links
 }
 
 // endpoints are where the servers listen.
@@ -123,7 +123,10 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 		if err != nil {
 			return nil, err
 		}
-		t := &topology{versionKey: func(i int) string { return specs[i].Program }, network: network}
+		t := &topology{versionKey: func(i int) string { return specs[i].Program }}
+		if network != nil {
+			t.links = &proxyLinks{network}
+		}
 		for _, n := range nodes {
 			t.servers = append(t.servers, n)
 		}
@@ -161,6 +164,9 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 	t := &topology{versionKey: func(i int) string { return specs[i].Command + " in " + nodes[i].Image() }}
 	for _, n := range nodes {
 		t.servers = append(t.servers, n)
+	}
+	if linksNeeded(cfg) {
+		t.links = newContainerLinks(rt, nodes)
 	}
 	t.close = func() {
 		// A clock is a file in the node's directory, kept as evidence:

@@ -67,9 +67,13 @@ const (
 	// CapPartition: a node can be cut off the network (Partitioner, or
 	// the run's Network).
 	CapPartition Capability = "partition"
-	// CapLinks: single links between nodes and clients can be cut, slowed
-	// or broken (the run's Network: the process runtime's proxies).
+	// CapLinks: single links between nodes and clients can be cut (the
+	// run's Network: the process runtime's proxies, or rules in each
+	// container's network namespace).
 	CapLinks Capability = "links"
+	// CapShape: single links can also be slowed or made to reset their
+	// connections (the process runtime's proxies).
+	CapShape Capability = "shape"
 	// CapLeader: the service names the node leading it (LeaderFinder).
 	CapLeader Capability = "leader"
 	// CapFailover: the service fails over by itself (FailoverService).
@@ -88,7 +92,8 @@ var capabilityText = map[Capability]string{
 	CapAllClocks: "every node under a faked clock (libfaketime)",
 	CapMajority:  "at least three nodes, so that a bare majority remains when a minority stops",
 	CapPartition: "nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy)",
-	CapLinks:     "links between clients and nodes that lockcheck carries (--runtime process with --network proxy)",
+	CapLinks:     "links between clients and nodes that lockcheck can cut one by one (--runtime process with --network proxy, or --runtime docker as root)",
+	CapShape:     "links between clients and nodes that lockcheck carries (--runtime process with --network proxy)",
 	CapLeader:    "a service that names its leader",
 	CapFailover:  "a service that fails over by itself",
 	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",

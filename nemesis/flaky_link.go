@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	register(Fault{Name: "flaky-link", Inject: FlakyLink, Needs: []Capability{CapLinks},
+	register(Fault{Name: "flaky-link", Inject: FlakyLink, Needs: []Capability{CapShape},
 		Params: []string{ParamResetShare},
 		Help:   "reset --reset-share of the connections on the links of one target, open and new, for --pause: the Sentinel master's or the etcd leader's links, else one client's links to every node"})
 }

@@ -47,6 +47,7 @@ func PartitionMinority(ctx context.Context, env *Env) (Landing, error) {
 		}
 	}
 
+	minority := names(s.side[1:]) // as the cut names them
 	var (
 		switched = make(chan string, 1)
 		waitDone = make(chan struct{})
@@ -100,7 +101,7 @@ func PartitionMinority(ctx context.Context, env *Env) (Landing, error) {
 			}
 		}
 	}
-	who := target.Name() + " with " + listOrNone(names(s.side[1:]))
+	who := target.Name() + " with " + listOrNone(minority)
 	switch {
 	case held+5*time.Millisecond < env.Pause:
 		return missed("%s was cut off %s of the %s asked: the run ended first", who, held.Round(time.Millisecond), env.Pause), nil

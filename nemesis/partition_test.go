@@ -103,12 +103,30 @@ func TestNetworkFaultsShapeAndHeal(t *testing.T) {
 	}
 }
 
-// A fault that needs links refuses a run that has no network it carries.
+// A fault that cuts single links refuses a run that cannot cut them, and
+// one that slows or breaks them a run that can only cut them (docker).
 func TestLinkFaultsNeedTheNetwork(t *testing.T) {
-	for _, name := range []string{"partition-minority", "partition-halves", "partition-bridge", "slow-link", "flaky-link"} {
-		err := Validate([]string{name}, nil, Topology{Backend: "redis", Runtime: "docker", Nodes: 5, Offers: []Capability{CapNodes, CapMajority, CapPartition}})
+	noLinks := []Capability{CapNodes, CapMajority, CapPartition}
+	cutsOnly := append(slices.Clone(noLinks), CapLinks)
+	for _, tt := range []struct {
+		fault  string
+		offers []Capability
+		need   Capability
+	}{
+		{"partition-minority", noLinks, CapLinks},
+		{"partition-halves", noLinks, CapLinks},
+		{"partition-bridge", noLinks, CapLinks},
+		{"partition-minority", cutsOnly, ""},
+		{"slow-link", cutsOnly, CapShape},
+		{"flaky-link", cutsOnly, CapShape},
+	} {
+		err := Validate([]string{tt.fault}, nil, Topology{Backend: "redis", Runtime: "docker", Nodes: 5, Offers: tt.offers})
+		if tt.need == "" {
+			assert.NoError(t, err, tt.fault)
+			continue
+		}
 		var missing *UnavailableError
-		require.ErrorAs(t, err, &missing, name)
-		assert.Equal(t, CapLinks, missing.Need, name)
+		require.ErrorAs(t, err, &missing, tt.fault)
+		assert.Equal(t, tt.need, missing.Need, tt.fault)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(Fault{Name: "slow-link", Inject: SlowLink, Needs: []Capability{CapLinks},
+	register(Fault{Name: "slow-link", Inject: SlowLink, Needs: []Capability{CapShape},
 		Params: []string{ParamLatency, ParamJitter},
 		Help:   "delay every message on the links of one target by --latency plus up to --jitter, for --pause: the Sentinel master's or the etcd leader's links, else one client's links to every node (its replies come late, eating a Redlock grant's validity)"})
 }
