@@ -37,7 +37,11 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 		{"sentinel, no faults", []string{"--backend", "sentinel", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
 		{"sentinel, failover-lost-lock", []string{"--backend", "sentinel", "--nemesis", "failover-lost-lock", "--ttl", "10s",
 			"--pause", "4s", "--nemesis-interval", "2s", "--time-limit", "15s"}, exitInvalid},
+		// Jepsen's Redis partition: proxies in the process runtime, per-container rules in docker.
+		{"sentinel, partition-minority", []string{"--backend", "sentinel", "--nemesis", "partition-minority", "--workload", "unfenced", "--ttl", "10s",
+			"--pause", "12s", "--nemesis-interval", "3s", "--time-limit", "20s"}, exitInvalid},
 		{"redlock, no faults", []string{"--backend", "redlock", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"etcd, partition-minority", []string{"--backend", "etcd", "--nemesis", "partition-minority", "--ttl", "2s", "--time-limit", "12s"}, exitValid},
 		{"redlock, clock-pause", []string{"--backend", "redlock", "--nemesis", "clock-pause", "--ttl", "2s", "--time-limit", "15s"}, exitInvalid},
 		{"etcd, no faults", []string{"--backend", "etcd", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
 		{"etcd, pause-holder", []string{"--backend", "etcd", "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "12s"}, exitInvalid},
