@@ -13,18 +13,22 @@
 //		lockcheck.Main()
 //	}
 //
-//	go run . run --backend mylock --nemesis pause-holder
+//	go run . run --nemesis pause-holder   # your backend is the default
 //
 // Clients run as worker processes that are your executable started again,
 // so a pause of the holder stops your code where it stands. Register must
 // therefore run on every start of the program (in main before Main, or in
 // an init function), never behind a flag.
 //
-// Your program links every built-in backend, whose servers lockcheck can
-// start for your lock (Backend.Topology). The etcd backend links the etcd
-// server, the largest of them; build with -tags lockcheck_noetcd to leave
-// it out when your lock does not need it (examples/redislock: 705 packages
-// and a 57 MB binary, 388 and 34 MB with the tag).
+// Your program links the built-in backends whose servers lockcheck can
+// start for your lock (Backend.Topology) and runs them as local processes.
+// Two parts are left out, being by far the largest dependencies: the etcd
+// backend (its members are lockcheck itself, so it links the etcd server)
+// and the docker runtime (--runtime docker, a Docker client). Import them
+// when your lock needs them; the lockcheck command has both:
+//
+//	import _ "github.com/lockcheck/lockcheck/backends/catalog/withetcd"
+//	import _ "github.com/lockcheck/lockcheck/harness/container/withdocker"
 package lockcheck
 
 import (
@@ -62,6 +66,13 @@ type Extender interface {
 // with no TTL is evidence).
 type Inspector interface {
 	Inspect(ctx context.Context, key string) (string, error)
+}
+
+// Cleaner is a Lock that can delete what a run left on a service lockcheck
+// did not start (--addr): the run's keys, and whatever the lock keeps
+// beside them. Without it they are left to expire.
+type Cleaner interface {
+	Clean(ctx context.Context, keys []string) error
 }
 
 // Grant is what a successful Acquire hands back: the token that identifies
@@ -110,8 +121,9 @@ type Backend struct {
 	// Failpoints are the moments your lock declares, per variant, that
 	// faults and scenarios may aim at (a scenario's `reaches:`).
 	Failpoints map[string][]string
-	// Topology names a built-in backend (redis, sentinel, redlock, etcd)
-	// whose servers lockcheck starts for your lock, node faults included.
+	// Topology names a built-in backend (redis, sentinel, redlock,
+	// zookeeper, postgres; etcd with package withetcd imported) whose
+	// servers lockcheck starts for your lock, node faults included.
 	// Empty means none: run against a service you started (--addr) or a
 	// lock that needs no server.
 	Topology string
@@ -119,9 +131,10 @@ type Backend struct {
 	Open func(Config) (Lock, error)
 }
 
-// Register adds your backend to the command line Main runs. It panics on a
-// backend that cannot work (no name, no Open, a name taken, an unknown
-// topology): that is a programming error found on the first start.
+// Register adds your backend to the command line Main runs; the first one
+// registered is the default --backend. It panics on a backend that cannot
+// work (no name, no Open, a name taken, an unknown topology): that is a
+// programming error found on the first start.
 func Register(b Backend) {
 	if b.Name == "" || b.Open == nil {
 		panic("lockcheck: Register needs a Name and an Open function")
@@ -140,25 +153,42 @@ func Register(b Backend) {
 			if err != nil {
 				return nil, err
 			}
+			if c, ok := l.(Cleaner); ok {
+				return cleaningLock{fullLock{l}, c}, nil
+			}
 			return fullLock{l}, nil
 		},
 	}
 	if b.Topology != "" {
 		top, _, err := catalog.Lookup(b.Topology, "")
 		if err != nil {
-			panic(fmt.Sprintf("lockcheck: backend %s: topology: %v", b.Name, err))
+			panic(fmt.Sprintf("lockcheck: backend %s: topology: %v (the etcd topology needs import _ \"github.com/lockcheck/lockcheck/backends/catalog/withetcd\")", b.Name, err))
 		}
 		entry.Nodes, entry.ClientAddrs, entry.Ready, entry.Service = top.Nodes, top.ClientAddrs, top.Ready, top.Service
+		entry.PrepareAddrs = top.PrepareAddrs
 		entry.Programs, entry.Signature, entry.Diskless = top.Programs, top.Signature, top.Diskless
 	}
 	catalog.Register(entry)
+	if !registered {
+		registered, catalog.DefaultBackend = true, b.Name
+	}
 }
+
+// registered says whether Register ran: the first backend it registers is
+// the default.
+var registered bool
 
 // Main runs the lockcheck command line with os.Args and the registered
 // backends, and exits with its code: 0 the verdict is true, 1 it is false,
 // 2 it is unknown or lockcheck could not run. In a worker process (your
 // executable started again by a run) it runs the worker instead.
 func Main() { cli.Main() }
+
+// cleaningLock is a fullLock whose Lock is also a Cleaner.
+type cleaningLock struct {
+	fullLock
+	Cleaner
+}
 
 // fullLock gives a user's Lock the optional methods lockcheck's clients
 // call: an Extend that says the lock has none, an Inspect that says so.

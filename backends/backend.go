@@ -191,8 +191,12 @@ type Image struct {
 	// Self, if set, copies the lockcheck executable in under this name:
 	// a node that is lockcheck itself (an etcd member).
 	Self string
-	// Links are further names in the image: name -> program.
+	// Links are further names in the image: name -> program; a name is
+	// in the image's PATH unless it is absolute (/bin/sh).
 	Links map[string]string
+	// Files are further files the image holds, by their path inside, with
+	// their content: an /etc/passwd for a server that looks its user up.
+	Files map[string]string
 	// Entrypoint is the program the image runs by default.
 	Entrypoint string
 	// FakeClock puts libfaketime into the image, so that clock faults can

@@ -152,3 +152,9 @@ func leaseFault(fs []Fault, v LeaseViolation) *Fault {
 	}
 	return nil
 }
+
+// LeaseFault is the fault that explains lease violation v of r, as the
+// verdict names it, or nil: for a report that tells the incident.
+func LeaseFault(r *Result, v LeaseViolation) *Fault {
+	return leaseFault(faultsDuring(r.Faults, v.Earlier.OK, v.Later.OK), v)
+}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -89,4 +90,43 @@ func fenceCause(faults []Fault, earlier, later Grant) string {
 		}
 	}
 	return ""
+}
+
+// Fencing: fences must rise with the real-time order of grants.
+type Fencing struct {
+	Valid       bool           `json:"valid"`
+	Regressions int            `json:"regressions"`
+	Duplicates  int            `json:"duplicates"`
+	Checked     bool           `json:"checked"` // false when no grant carried a fence
+	Anomalies   []FenceAnomaly `json:"anomalies,omitempty"`
+	Applicability
+}
+
+// FenceAnomaly is a grant whose fence did not rise above an earlier grant's.
+type FenceAnomaly struct {
+	Kind    string `json:"kind"` // regression or duplicate
+	Earlier Grant  `json:"earlier"`
+	Later   Grant  `json:"later"`
+	// Cause says why the fence went back, when the history shows it: a
+	// failover between the two grants (INCR after failover).
+	Cause string `json:"cause,omitempty"`
+}
+
+// Judge fails fencing on a fence that did not rise, and skips it when no
+// grant carried a fence.
+func (f *Fencing) Judge(JudgeContext) Judgement {
+	if f.Valid && f.Regressions == 0 && f.Duplicates == 0 {
+		if !f.Checked {
+			return Judgement{StatusSkipped, "No grant carried a fence, so fence order was not checked."}
+		}
+		return Judgement{Status: StatusOK}
+	}
+	msg := fmt.Sprintf("Fences did not rise with the order of grants: %s, %s.", Plural(f.Regressions, "regression"), Plural(f.Duplicates, "duplicate"))
+	for _, a := range f.Anomalies {
+		if a.Cause != "" {
+			msg += " This is INCR after failover: the fence counter lives on the master, and a promoted replica that had not seen its last INCRs handed their numbers out again."
+			break
+		}
+	}
+	return Judgement{StatusFailed, msg}
 }

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -91,4 +92,30 @@ func (t bestTwo) other(grants []Grant, p history.Process) (Grant, bool) {
 		}
 	}
 	return Grant{}, false
+}
+
+// LeaseSafety: did the service grant a lock while another client's lease was
+// certainly live and not released?
+type LeaseSafety struct {
+	Valid      bool             `json:"valid"`
+	Violations int              `json:"violations"`
+	Evidence   []LeaseViolation `json:"evidence,omitempty"`
+	Applicability
+}
+
+// LeaseViolation is a grant to Later while Earlier's lease was certainly live.
+type LeaseViolation struct {
+	Key     string   `json:"key"`
+	Earlier Grant    `json:"earlier"`
+	Later   Grant    `json:"later"`
+	Faults  []string `json:"faults,omitempty"` // faults in force or shortly before, as "pause c3"
+}
+
+// Judge fails lease safety on any grant made while another lease was
+// certainly live.
+func (l *LeaseSafety) Judge(JudgeContext) Judgement {
+	if l.Valid && l.Violations == 0 {
+		return Judgement{Status: StatusOK}
+	}
+	return Judgement{StatusFailed, fmt.Sprintf("The lock service granted the lock while another client's lease was certainly live and not released (%s).", Plural(l.Violations, "violation"))}
 }

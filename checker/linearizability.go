@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -352,4 +353,30 @@ func LinearizabilityVisualization(h *history.History, resource []history.Resourc
 	model := rmwModel(seg.init)
 	_, info := porcupine.CheckOperationsVerbose(model, seg.ops, opts.LinearizabilityTimeout)
 	return porcupine.Visualize(model, info, w)
+}
+
+// Linearizability of the lock-protected read-modify-write history.
+type Linearizability struct {
+	Result     string    `json:"result"` // ok, illegal or unknown
+	Operations int       `json:"operations"`
+	Segments   int       `json:"segments"`
+	Window     *Interval `json:"window,omitempty"` // the segment that was illegal or timed out
+	Key        string    `json:"key,omitempty"`    // the key of that segment
+	Detail     string    `json:"detail,omitempty"`
+}
+
+// Judge fails linearizability on an illegal history; anything but a
+// finished search, an empty result included, is unknown, never a pass.
+func (l *Linearizability) Judge(JudgeContext) Judgement {
+	switch l.Result {
+	case Linearizable:
+		return Judgement{Status: StatusOK}
+	case NotLinearizable:
+		return Judgement{StatusFailed, "The lock-protected read-modify-write history is not linearizable."}
+	}
+	msg := "The linearizability check could not finish, so its result is unknown, not a pass"
+	if l.Detail != "" {
+		msg += " (" + strings.TrimSuffix(l.Detail, ".") + ")"
+	}
+	return Judgement{StatusUnknown, msg + "."}
 }

@@ -200,3 +200,39 @@ func stallFault(faults []Fault, k *keyFacts, stall Interval) string {
 	}
 	return faultPhrase(in[0])
 }
+
+// Liveness: how the lock served its clients.
+type Liveness struct {
+	Grants         int     `json:"grants"`
+	GrantsPerSec   float64 `json:"grants_per_sec"`
+	LongestStallMs float64 `json:"longest_stall_ms"`
+	// Stall is the longest stretch with no grant while clients were trying.
+	Stall *Interval `json:"stall,omitempty"`
+	// StuckUntilEnd is set when that stretch lasted to the end of the run.
+	StuckUntilEnd   bool    `json:"stuck_until_end"`
+	StallReason     string  `json:"stall_reason,omitempty"`
+	StallKey        string  `json:"stall_key,omitempty"` // the key nobody got during the stall
+	AcquireP50Ms    float64 `json:"acquire_p50_ms"`
+	AcquireP99Ms    float64 `json:"acquire_p99_ms"`
+	AcquireMaxMs    float64 `json:"acquire_max_ms"`
+	AcquireAttempts int     `json:"acquire_attempts"`
+	AcquireFailed   int     `json:"acquire_failed"`  // the lock was busy
+	AcquireRefused  int     `json:"acquire_refused"` // the service would not write at all (NOREPLICAS, READONLY)
+	AcquireUnknown  int     `json:"acquire_unknown"`
+}
+
+// Judge never fails liveness: the verdict is about safety. A lock stuck
+// until the end of the run is a notice, with the checker's explanation.
+func (l *Liveness) Judge(c JudgeContext) Judgement {
+	if !l.StuckUntilEnd {
+		return Judgement{Status: StatusOK}
+	}
+	msg := "The lock was stuck until the end of the run"
+	if l.Stall != nil {
+		msg += fmt.Sprintf(" from %.3f s", float64(l.Stall.Start-c.T0)/1e9)
+	}
+	if l.StallReason != "" {
+		msg += ": " + l.StallReason
+	}
+	return Judgement{StatusNotice, strings.TrimSuffix(msg, ".") + "."}
+}

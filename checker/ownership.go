@@ -132,3 +132,54 @@ func mergedWindows(k *keyFacts) []Window {
 	}
 	return windows
 }
+
+// DoubleOwnership: windows in which several processes believed they held
+// the same key, merged per episode.
+type DoubleOwnership struct {
+	Windows      int      `json:"windows"`
+	TotalMs      float64  `json:"total_ms"`
+	MaxMs        float64  `json:"max_ms"`
+	UnsafeWrites int      `json:"unsafe_writes"` // accepted writes by a window's processes inside it
+	List         []Window `json:"list,omitempty"`
+	// UntiedWrites are writes on a key that no acquire names: the model
+	// ties a read or write to the lock of its key, so nobody held a lock
+	// over them and they cannot be judged (the check is then unknown).
+	UntiedWrites int `json:"untied_writes,omitempty"`
+	Applicability
+}
+
+// Window is a maximal span in which at least two processes believed they
+// held Key, merged while the key was never free: from the first moment two
+// believed to the last. A paused holder overlapped by grant after grant is
+// one window.
+type Window struct {
+	Key       string            `json:"key"`
+	Start     int64             `json:"start"`
+	End       int64             `json:"end"`
+	Ms        float64           `json:"ms"`
+	Processes []history.Process `json:"processes"` // every process that believed during the window, sorted
+	Faults    []string          `json:"faults,omitempty"`
+	Writes    []int64           `json:"writes,omitempty"` // history indices of writes invoked inside the window by its processes
+	Unsafe    int               `json:"unsafe"`           // how many of those the resource accepted
+}
+
+// Judge applies the verdict's rule: overlapping beliefs are always
+// reported, but they are a failure only when the workload writes without a
+// fence and the resource accepted writes inside a window.
+//
+// Writes the history does not tie to a lock (Applicability unknown) leave
+// an unfenced run's double ownership unknown: the check cannot say whether
+// they landed inside an overlap.
+func (d *DoubleOwnership) Judge(c JudgeContext) Judgement {
+	switch {
+	case !c.Fenced && d.UnsafeWrites > 0:
+		return Judgement{StatusFailed, fmt.Sprintf("Two clients believed they held the lock at the same time and the resource, which checks no fence, accepted %s from them.", Plural(d.UnsafeWrites, "write"))}
+	case !c.Fenced && d.State == StateUnknown:
+		return Judgement{StatusUnknown, "Double ownership could not be judged: " + d.StateReason}
+	case d.Windows == 0:
+		return Judgement{Status: StatusOK}
+	case c.Fenced:
+		return Judgement{StatusNotice, "Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe."}
+	}
+	return Judgement{StatusNotice, "Two clients believed they held the lock at the same time, but neither wrote inside the overlap."}
+}

@@ -182,3 +182,47 @@ func (o *outcomes) of(w *writeOp) resolved {
 	}
 	return resolved{refused, w.invoke}
 }
+
+// ResourceSafety: was data corrupted, judged from the resource's serial log.
+type ResourceSafety struct {
+	Valid               bool              `json:"valid"`
+	LostUpdates         int               `json:"lost_updates"`
+	StaleWritesAccepted int               `json:"stale_writes_accepted"`
+	StaleWritesRefused  int               `json:"stale_writes_refused"`
+	Source              string            `json:"source"` // "resource-log" or "history"
+	Anomalies           []ResourceAnomaly `json:"anomalies,omitempty"`
+	// Unjudged are accepted writes that a lost update cannot be judged on:
+	// with no resource log, a write ok that carries no prev, or a write
+	// with no read before it and no read field (the check is then unknown).
+	Unjudged int `json:"unjudged,omitempty"`
+	Applicability
+}
+
+// ResourceAnomaly is one lost update or stale write.
+type ResourceAnomaly struct {
+	Kind    string          `json:"kind"` // lost-update, stale-write-accepted, stale-write-refused
+	Key     string          `json:"key"`
+	Time    int64           `json:"time"`
+	Process history.Process `json:"process"`
+	Fence   *int64          `json:"fence,omitempty"`
+	Highest *int64          `json:"highest,omitempty"` // highest fence seen before, for stale writes
+	Read    int64           `json:"read"`
+	Prev    int64           `json:"prev"`
+	Value   int64           `json:"value"`
+	Req     string          `json:"req,omitempty"`
+	Reason  string          `json:"reason,omitempty"` // why the resource refused the write
+}
+
+// Judge fails the resource on a lost update or an accepted stale write,
+// and is unknown when writes could not be judged (no resource log and no
+// prev on a write).
+func (r *ResourceSafety) Judge(JudgeContext) Judgement {
+	if r.Valid && r.LostUpdates == 0 && r.StaleWritesAccepted == 0 {
+		if r.State == StateUnknown {
+			return Judgement{StatusUnknown, "The resource check could not judge every write: " + r.StateReason}
+		}
+		return Judgement{Status: StatusOK}
+	}
+	return Judgement{StatusFailed, fmt.Sprintf("The protected resource was corrupted: %s and %s accepted.",
+		Plural(r.LostUpdates, "lost update"), Plural(r.StaleWritesAccepted, "stale write"))}
+}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -80,7 +79,7 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		// Every connection goes through lockcheck's proxies.
 		t.Offers = append(t.Offers, nemesis.CapPartition, nemesis.CapLinks, nemesis.CapShape)
 	}
-	if t.Runtime == RuntimeDocker && t.Nodes > 0 && container.CheckLinkTools() == nil {
+	if t.Runtime == RuntimeDocker && t.Nodes > 0 && checkLinkTools() == nil {
 		// Each node drops the addresses it is cut from.
 		t.Offers = append(t.Offers, nemesis.CapLinks)
 	}
@@ -100,6 +99,9 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		}
 		if _, ok := svc.(nemesis.SessionKiller); ok {
 			t.Offers = append(t.Offers, nemesis.CapSessions)
+		}
+		if _, ok := svc.(nemesis.Promoter); ok {
+			t.Offers = append(t.Offers, nemesis.CapPromote)
 		}
 	}
 	return t

@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 
 	"github.com/lockcheck/lockcheck/backends"
-	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
@@ -162,37 +163,69 @@ func (p *proxyLinks) source(slot int) (string, error) {
 	return ip, nil
 }
 
-// containerLinks are the docker runtime's links: each node drops the
-// packets of the addresses it is cut from (container.Node.Cut), and each
-// client dials from an address of its own on the run's network. They cut
-// only: a link cannot be slowed or made flaky there.
-type containerLinks struct {
-	rt *container.Runtime
+// linkCutter is a container whose links can be cut one by one (package
+// container's Node): it drops, in its own network namespace, the packets
+// from and to an address, and gives clients addresses of their own on its
+// network.
+type linkCutter interface {
+	Cut(addr string) error
+	Uncut(addr string) error
+	ClientAddr(slot int) (string, error)
+}
 
+// linkTools are the host programs a linkCutter runs.
+var linkTools = []string{"ip", "nsenter", "iptables"}
+
+// checkLinkTools says whether this host can cut single links between
+// containers: as root, with linkTools on PATH.
+func checkLinkTools() error {
+	if os.Geteuid() != 0 {
+		return errors.New("cutting single links between containers needs root (iptables in each node's network namespace)")
+	}
+	for _, tool := range linkTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("cutting single links between containers needs %s: %v (apt-get install iproute2 util-linux iptables)", tool, err)
+		}
+	}
+	return nil
+}
+
+// containerLinks are the docker runtime's links: each node drops the
+// packets of the addresses it is cut from, and each client dials from an
+// address of its own on the run's network. They cut only: a link cannot
+// be slowed or made flaky there.
+type containerLinks struct {
 	mu    sync.Mutex
-	nodes map[string]*container.Node
+	nodes map[string]linkCutter
 	addrs map[string]string  // link name -> address on the run's network
 	cut   map[[2]string]bool // node, address it drops
 }
 
-func newContainerLinks(rt *container.Runtime, nodes []*container.Node) *containerLinks {
-	l := &containerLinks{rt: rt, nodes: map[string]*container.Node{}, addrs: map[string]string{}, cut: map[[2]string]bool{}}
+func newContainerLinks(nodes []Container) (*containerLinks, error) {
+	l := &containerLinks{nodes: map[string]linkCutter{}, addrs: map[string]string{}, cut: map[[2]string]bool{}}
 	for _, n := range nodes {
-		l.nodes[n.Name()] = n
+		c, ok := n.(linkCutter)
+		if !ok {
+			return nil, fmt.Errorf("%s: the docker runtime cannot cut its links one by one", n.Name())
+		}
+		l.nodes[n.Name()] = c
 		l.addrs[n.Name()] = n.Endpoint().HostName()
 	}
-	return l
+	return l, nil
 }
 
 func (l *containerLinks) source(slot int) (string, error) {
-	ip, err := l.rt.ClientAddr(slot)
-	if err != nil {
-		return "", err
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.addrs[clientLink(slot)] = ip
-	return ip, nil
+	for _, n := range l.nodes {
+		ip, err := n.ClientAddr(slot)
+		if err != nil {
+			return "", err
+		}
+		l.addrs[clientLink(slot)] = ip
+		return ip, nil
+	}
+	return "", errors.New("the run has no node")
 }
 
 func (l *containerLinks) shape(a, b string, rule nemesis.LinkRule) error {

@@ -37,6 +37,9 @@ func preflightResource(cfg Config, b catalog.Backend) error {
 	if need, ok := b.RequiresResource[cfg.Run.Variant]; ok && need != res {
 		return fmt.Errorf("--variant %s of backend %s writes the resource inside the lock's transaction: add --resource %s", cfg.Run.Variant, b.Name, need)
 	}
+	if _, ok := b.RequiresResource[cfg.Run.Variant]; ok && cfg.Run.Params[catalog.ParamPostgresReplicas] != "" {
+		return fmt.Errorf("--variant %s writes the resource inside the lock's transaction, but with a standby (--%s, failover-promote) the resource lives on an instance of its own that no failover touches: use --variant %s", cfg.Run.Variant, catalog.ParamPostgresReplicas, postgres.Session)
+	}
 	return nil
 }
 
@@ -50,16 +53,21 @@ type database struct {
 // startDatabase finds the PostgreSQL node of the topology (the postgres
 // backend's own, so that its xact variant writes the resource in the
 // lock's transaction) or starts one as a local process, and creates the
-// resource's tables and rows.
+// resource's tables and rows. A topology with a standby keeps the resource
+// on an instance of its own (pg-resource), which no failover touches.
 func startDatabase(ctx context.Context, cfg Config, p *procs, eps []backends.Endpoint, dir string, keys []string) (*database, error) {
 	db := &database{stop: func() {}}
+	name := postgres.Primary
 	for _, e := range eps {
-		if e.Name == postgres.Primary {
+		if e.Name == postgres.Primary && !postgres.Replicated(eps) {
 			db.addr = e.Addr()
+		}
+		if e.Name == postgres.Primary {
+			name = postgres.ResourceNode
 		}
 	}
 	if db.addr == "" {
-		nodes, err := startTopology(ctx, p, []backends.NodeSpec{catalog.PostgresNode(cfg.Programs)}, dir)
+		nodes, err := startTopology(ctx, p, []backends.NodeSpec{catalog.PostgresNode(cfg.Programs, name)}, dir)
 		if err != nil {
 			return nil, fmt.Errorf("--resource postgres: %w", err)
 		}

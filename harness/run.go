@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,7 +57,16 @@ type Config struct {
 	// Executable is the lockcheck binary started as workers; os.Executable
 	// by default.
 	Executable string
-	Logger     *slog.Logger
+	// WorkerEnv is extra environment of every worker process (a test
+	// binary's workers learn from it which test started them).
+	WorkerEnv []string
+	// InProcess runs the clients as goroutines of this process instead of
+	// worker processes. A SIGSTOP cannot stop a goroutine: a pause of such
+	// a client is a stall at the next failpoint it reaches (right away for
+	// a client already held at one), and it cannot be killed. For tests
+	// that trade the real fault for speed (package locktest).
+	InProcess bool
+	Logger    *slog.Logger
 	// OnProgress, if set, is called about once a second.
 	OnProgress func(Progress)
 	// Stop, if set, ends the workload when it is closed, as the time
@@ -224,6 +234,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
 		}
 	}
+	if backend.PrepareAddrs != nil && len(cfg.Addrs) > 0 {
+		if err := backend.PrepareAddrs(ctx, cfg.Addrs); err != nil {
+			return out, fmt.Errorf("preparing the %s service at %s: %w", cfg.Run.Backend, strings.Join(cfg.Addrs, ","), err)
+		}
+	}
 	var db *database
 	if memory == nil {
 		if db, err = startDatabase(ctx, cfg, p, eps, filepath.Join(out.Dir, "nodes"), lockKeys(cfg)); err != nil {
@@ -257,11 +272,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	defer h.Close()
 
 	spec := catalog.Spec{
-		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: backend.Addrs(eps),
+		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
 		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
-	if len(cfg.Addrs) > 0 {
-		spec.Addrs = cfg.Addrs
+	if len(cfg.Addrs) == 0 {
+		spec.Addrs = backend.Addrs(eps)
 	}
 	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
 	resWatchDone := make(chan struct{})
@@ -455,24 +470,20 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(f.cfg.Executable, "worker")
-	cmd.Env = append(os.Environ(), WorkerEnv+"="+string(raw))
-	cmd.Stderr = logf
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		logf.Close()
-		return err
+	var (
+		w      *worker
+		stdout io.Reader
+	)
+	if f.cfg.InProcess {
+		w, stdout, err = startInProcess(wc, logf)
+	} else {
+		w, stdout, err = f.startProcess(raw, logf)
 	}
-	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		logf.Close()
-		return err
-	}
-	if err := f.procs.start(cmd); err != nil {
 		logf.Close()
 		return fmt.Errorf("starting worker %d: %w", slot, err)
 	}
-	w := &worker{slot: slot, cmd: cmd, stdin: stdin, pid: cmd.Process.Pid, process: process, holding: map[string]bool{}}
+	w.slot, w.process, w.holding = slot, process, map[string]bool{}
 	f.mu.Lock()
 	for len(f.slots) <= slot {
 		f.slots = append(f.slots, nil)
@@ -484,9 +495,29 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 	return nil
 }
 
+// startProcess starts a worker as lockcheck itself again (the user's
+// executable, or a test binary) with the configuration raw.
+func (f *fleet) startProcess(raw []byte, logf *os.File) (*worker, io.Reader, error) {
+	cmd := exec.Command(f.cfg.Executable, "worker")
+	cmd.Env = append(append(os.Environ(), f.cfg.WorkerEnv...), WorkerEnv+"="+string(raw))
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := f.procs.start(cmd); err != nil {
+		return nil, nil, err
+	}
+	return &worker{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid}, stdout, nil
+}
+
 // follow records a worker's events until it exits, then replaces it if the
 // run is still going: a killed client comes back as a new process.
-func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) }, logf *os.File) {
+func (f *fleet) follow(w *worker, stdout io.Reader, logf *os.File) {
 	defer f.running.Done()
 	defer logf.Close()
 	rerr := readMessages(stdout, func(m workerproc.Message) {
@@ -502,7 +533,7 @@ func (f *fleet) follow(w *worker, stdout interface{ Read([]byte) (int, error) },
 		}
 		f.append(*e)
 	})
-	werr := f.procs.wait(w.cmd)
+	werr := w.wait(f.procs)
 	reason := "worker process exited"
 	if werr != nil {
 		reason = "worker process died: " + werr.Error()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -34,6 +34,35 @@ type server interface {
 	Endpoint() backends.Endpoint
 	Stop()
 }
+
+// Docker is the docker runtime (--runtime docker), which importing package
+// harness/container/withdocker sets. It links a Docker client, a large
+// dependency: a program without it (a user's own, which registers a lock)
+// runs nodes as local processes only.
+var Docker DockerRuntime
+
+// DockerRuntime runs a topology's nodes as containers on a network of the
+// run's own, and builds the images they run in.
+type DockerRuntime interface {
+	// CheckImages checks that the engine answers and holds every image.
+	CheckImages(ctx context.Context, log *slog.Logger, refs []string) error
+	// Start starts specs as containers of images (kind to image), their
+	// directories under root, named for run; stop removes them all.
+	Start(ctx context.Context, specs []backends.NodeSpec, root string, images map[string]string, run string, log *slog.Logger) (nodes []Container, stop func(), err error)
+	// Build builds each image from this machine's files (program finds a
+	// program's executable, self is lockcheck's) unless an up-to-date
+	// one is there or force, saying what it did in one line each.
+	Build(ctx context.Context, images map[*backends.Image]string, program func(name string) string, self string, force bool, report func(line string)) error
+}
+
+// Container is a node that runs in a container of the image Image.
+type Container interface {
+	server
+	Image() string
+}
+
+// errNoDocker refuses --runtime docker in a program without the runtime.
+var errNoDocker = errors.New(`--runtime docker: this program has no docker runtime (lockcheck's own command has; a program of yours imports _ "github.com/lockcheck/lockcheck/harness/container/withdocker")`)
 
 // topology is a started lock service.
 type topology struct {
@@ -99,19 +128,17 @@ func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) 
 				return fmt.Errorf("--runtime docker: backend %s has no container image for its node %s; run it with --runtime process", b.Name, s.Name)
 			}
 		}
+		if Docker == nil {
+			return errNoDocker
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		cli, err := container.Connect(ctx, cfg.Logger)
-		if err != nil {
-			return err
-		}
-		defer cli.Close()
 		var need []string
 		for _, ref := range images(cfg, specs) {
 			need = append(need, ref)
 		}
 		slices.Sort(need)
-		return container.CheckImages(ctx, cli, need)
+		return Docker.CheckImages(ctx, cfg.Logger, need)
 	}
 	return fmt.Errorf("--runtime %q: choose process or docker", runtimeOf(cfg))
 }
@@ -141,24 +168,15 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 		}
 		return t, nil
 	}
-	cli, err := container.Connect(ctx, log)
-	if err != nil {
-		return nil, err
+	if Docker == nil {
+		return nil, errNoDocker
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		cli.Close()
 		return nil, err
 	}
-	rt, err := container.New(ctx, cli, container.Options{Images: images(cfg, specs), Run: runName(root), Logger: log})
+	nodes, stop, err := Docker.Start(ctx, specs, abs, images(cfg, specs), runName(root), log)
 	if err != nil {
-		cli.Close()
-		return nil, err
-	}
-	nodes, err := rt.StartTopology(ctx, specs, abs)
-	if err != nil {
-		rt.Close()
-		cli.Close()
 		return nil, err
 	}
 	t := &topology{versionKey: func(i int) string { return specs[i].Command + " in " + nodes[i].Image() }}
@@ -166,14 +184,16 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 		t.servers = append(t.servers, n)
 	}
 	if linksNeeded(cfg) {
-		t.links = newContainerLinks(rt, nodes)
+		if t.links, err = newContainerLinks(nodes); err != nil {
+			stop()
+			return nil, err
+		}
 	}
 	t.close = func() {
 		// A clock is a file in the node's directory, kept as evidence:
 		// put it back as the process runtime does.
 		resetClocks(nodes)
-		rt.Close()
-		cli.Close()
+		stop()
 	}
 	return t, nil
 }

@@ -164,9 +164,10 @@ func TestFailoverKillPromotesAReplica(t *testing.T) {
 	assert.True(t, rec.has("switch-master "+promoted+" redis-0 -> "+promoted), "the promotion is an event")
 	assert.Eventually(t, func() bool { return rec.has("role redis-0 replica of " + promoted) }, 5*time.Second, 20*time.Millisecond,
 		"the old master's new role is an event")
-	switchTime := rec.at("switch-master " + promoted).Sub(rec.at("kill redis-0"))
-	t.Logf("switch took %s", switchTime)
-	assert.Less(t, switchTime, 8*time.Second, "with down-after 1.5s a switch takes 2-3 s")
+	// How long the switch took is this machine's speed, not the fault's
+	// correctness (2-3 s with down-after 1.5s on a quiet machine, 10 s seen
+	// under a CPU hog): logged, not asserted.
+	t.Logf("switch took %s", rec.at("switch-master "+promoted).Sub(rec.at("kill redis-0")))
 }
 
 // failover-pause: while the old master is continued and not yet converted,

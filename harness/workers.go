@@ -48,6 +48,9 @@ type worker struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	pid   int
+	// local is set for a client that runs in this process (Config.InProcess)
+	// instead of cmd.
+	local *localClient
 
 	mu      sync.Mutex
 	process history.Process
@@ -84,12 +87,29 @@ func (w *worker) Name() string {
 
 func (w *worker) PID() int { return w.pid }
 
-func (w *worker) Signal(sig syscall.Signal) error { return signalGroup(w.pid, sig) }
+func (w *worker) Signal(sig syscall.Signal) error {
+	if w.local != nil {
+		return w.local.signal(sig)
+	}
+	return signalGroup(w.pid, sig)
+}
 
 func (w *worker) send(line string) {
+	if w.local != nil {
+		w.local.send(line)
+		return
+	}
 	// A worker that died cannot read; the harness learns of its death from
 	// its output ending.
 	io.WriteString(w.stdin, line+"\n") //nolint:errcheck
+}
+
+// wait waits until the worker has exited.
+func (w *worker) wait(p *procs) error {
+	if w.local != nil {
+		return <-w.local.done
+	}
+	return p.wait(w.cmd)
 }
 
 func (w *worker) holds() bool {
@@ -191,10 +211,13 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 }
 
 // missHeldWaiter tells a waiter that the client left its hold without
-// reaching the failpoint, unless the waiter aims before the next acquire:
-// a client that lets its lock go is on its way there.
+// reaching the failpoint, if the failpoint lies inside the hold (the
+// workload's lease check and write). Every other one is still ahead of a
+// client that lets its lock go: before its next acquire, or inside the
+// lock's own acquire or release (a backend's failpoint, such as one between
+// a release's GET and its DEL, which the release's invoke precedes).
 func (w *worker) missHeldWaiter() {
-	if w.waiter != nil && w.waiter.failpoint != workloads.FailpointBeforeAcquire {
+	if w.waiter != nil && (w.waiter.failpoint == workloads.FailpointBeforeWrite || w.waiter.failpoint == workloads.FailpointBeforeLeaseCheck) {
 		w.missWaiter()
 	}
 }

@@ -116,9 +116,7 @@ func TestZooKeeperGrantCarriesTheGrantedSessionAndARisingFence(t *testing.T) {
 	}
 	var last int64
 	for _, tt := range tests {
-		l := e.lock(t, tt.ttl, e.names()...)
-		g, err := l.Acquire(ctx, "lock-0")
-		require.NoError(t, err, "ttl %s", tt.ttl)
+		l, g := acquireSession(t, e, tt.ttl)
 		assert.Equal(t, tt.want, g.TTL, "ttl %s", tt.ttl)
 		assert.Equal(t, tt.want, zookeeper.SessionTimeout(tt.ttl, zookeeper.DefaultTick), "the catalog records what the servers grant")
 		require.NotNil(t, g.Fence)
@@ -126,12 +124,48 @@ func TestZooKeeperGrantCarriesTheGrantedSessionAndARisingFence(t *testing.T) {
 		last = *g.Fence
 
 		other := e.lock(t, time.Second, e.names()...)
-		_, err = other.Acquire(ctx, "lock-0")
-		assert.ErrorIs(t, err, backends.ErrNotAcquired, "the lock is held")
-
+		_, otherErr := other.Acquire(ctx, "lock-0")
 		deleted, err := l.Release(ctx, "lock-0", g)
+		if sessionLost(g) {
+			// A session of a few ticks can expire on a starved machine
+			// before the second client asks; ZooKeeper then rightly lets
+			// it in. What this test holds is the granted timeout and the
+			// fence, asserted above.
+			t.Logf("ttl %s: the session expired before the release (machine too busy for %s); the lock was not held throughout", tt.ttl, g.TTL)
+			continue
+		}
+		assert.ErrorIs(t, otherErr, backends.ErrNotAcquired, "the lock is held")
 		require.NoError(t, err)
 		assert.True(t, deleted)
+	}
+}
+
+// acquireSession takes lock-0 on a session asking for ttl. A session of a
+// few ticks may not survive its own handshake on a starved machine (the
+// client misses a ping and the server closes it, and the client reports
+// the grant as refused), so the acquire is retried a few times.
+func acquireSession(t *testing.T, e zkEnsemble, ttl time.Duration) (backends.Lock, backends.Grant) {
+	t.Helper()
+	var err error
+	for try := 1; try <= 5; try++ {
+		l := e.lock(t, ttl, e.names()...)
+		var g backends.Grant
+		if g, err = l.Acquire(context.Background(), "lock-0"); err == nil {
+			return l, g
+		}
+		t.Logf("ttl %s, try %d: the session ended before the grant: %v", ttl, try, err)
+	}
+	require.NoError(t, err, "ttl %s: five sessions ended before their grant", ttl)
+	return nil, backends.Grant{}
+}
+
+// sessionLost reports whether the client has seen the grant's session end.
+func sessionLost(g backends.Grant) bool {
+	select {
+	case <-g.Lost:
+		return true
+	default:
+		return false
 	}
 }
 

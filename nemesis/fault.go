@@ -81,6 +81,9 @@ const (
 	// CapSessions: the service's locks live on server sessions it can
 	// terminate (SessionKiller).
 	CapSessions Capability = "sessions"
+	// CapPromote: the service has a streaming standby the nemesis can
+	// promote (Promoter).
+	CapPromote Capability = "promote"
 )
 
 // capabilityText says what a capability is, for the refusal of a fault
@@ -97,6 +100,7 @@ var capabilityText = map[Capability]string{
 	CapLeader:    "a service that names its leader",
 	CapFailover:  "a service that fails over by itself",
 	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",
+	CapPromote:   "a streaming standby the nemesis can promote (--backend postgres --replicas 1; a scenario's params: {replicas: 1})",
 }
 
 // Topology is what a run will offer the nemesis, known before anything

@@ -25,6 +25,8 @@ func TestValidateRefusesWhatTheTopologyLacks(t *testing.T) {
 	redis := Topology{Backend: "redis", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart}}
 	docker := redis
 	docker.Runtime, docker.Offers = "docker", []Capability{CapNodes, CapRestart, CapPartition}
+	postgres := Topology{Backend: "postgres", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart, CapSessions}}
+	standby := Topology{Backend: "postgres", Runtime: "process", Nodes: 2, Offers: []Capability{CapNodes, CapRestart, CapSessions, CapPromote}}
 	tests := []struct {
 		name   string
 		faults []string
@@ -42,6 +44,8 @@ func TestValidateRefusesWhatTheTopologyLacks(t *testing.T) {
 		{"partition under docker", []string{"partition"}, nil, docker, "", ""},
 		{"failover without failover", []string{"pause-node", "failover-kill"}, nil, etcd, CapFailover, ""},
 		{"pause-nodes on one node", []string{"pause-nodes"}, nil, redis, CapMajority, ""},
+		{"failover-promote without a standby", []string{"failover-promote"}, nil, postgres, CapPromote, ""},
+		{"failover-promote with a standby", []string{"kill-session", "failover-promote"}, nil, standby, "", ""},
 		{"faults every service takes", []string{"pause-holder", "pause-client", "pause-node", "kill-client", "kill-restart"}, nil, redis, "", ""},
 		{"clock-skew of a majority", []string{"clock-skew"}, map[string]string{ParamSkewNodes: "3"}, redlock, "", "--skew-nodes 3: at most 2 of the 5 nodes"},
 		{"a negative restart delay", []string{"kill-restart"}, map[string]string{ParamRestartDelay: "-1s"}, redis, "", "--restart-delay \"-1s\""},

@@ -66,26 +66,34 @@ func (f *File) Compare(res *checker.Result) Comparison {
 	return c
 }
 
-// compareLanding expects every step of the timeline to have landed: a
-// scenario whose fault never reached its moment reproduces nothing, whatever
-// the checks say.
+// compareLanding expects every step of the timeline to have landed, or as
+// many as Expect.Landed says: a scenario whose fault never reached its
+// moment reproduces nothing, whatever the checks say.
 func (f *File) compareLanding(c *Comparison, l checker.FaultLanding) {
 	if len(f.Timeline) == 0 {
 		return
 	}
-	want := fmt.Sprintf("all %d steps", len(f.Timeline))
+	want, ok := fmt.Sprintf("all %d steps", len(f.Timeline)), l.Landed == len(f.Timeline)
+	if f.Expect.Landed != "" {
+		op, n, _ := parseCondition(f.Expect.Landed)
+		want, ok = fmt.Sprintf("%s of %d steps", f.Expect.Landed, len(f.Timeline)), compare(float64(l.Landed), op, n)
+	}
 	got := fmt.Sprintf("%d of %d", l.Landed, l.Injected)
 	if l.Missed != "" {
 		got += "; " + l.Missed
 	}
-	c.add("faults landed", want, got, l.Landed == len(f.Timeline))
+	c.add("faults landed", want, got, ok)
 }
 
 // stepsNotRun adds a mismatch for each timeline step that never ran (the
 // run ended before its time, or before its client reached its moment): a
 // timeline that did not happen as written reproduces nothing, whatever
-// the checks say.
+// the checks say. A scenario that asks only some steps to land counts
+// them in compareLanding instead.
 func (f *File) stepsNotRun(c *Comparison, steps []int) {
+	if f.Expect.Landed != "" {
+		return
+	}
 	for _, i := range steps {
 		if i < 0 || i >= len(f.Timeline) {
 			continue

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
@@ -33,6 +35,9 @@ func Catalogue() ([]*File, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !backendInProgram(data) {
+			continue
+		}
 		f, err := Parse(e.Name(), data)
 		if err != nil {
 			return nil, err
@@ -41,6 +46,20 @@ func Catalogue() ([]*File, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// backendInProgram reports whether the scenario's backend is one this
+// program has: a program of a user's own carries only some (package
+// withetcd adds etcd).
+func backendInProgram(data []byte) bool {
+	var head struct {
+		Backend string `yaml:"backend"`
+	}
+	if yaml.Unmarshal(data, &head) != nil {
+		return true // Parse says what is wrong with it
+	}
+	_, _, err := catalog.Lookup(head.Backend, "")
+	return err == nil
 }
 
 // Config is the harness configuration that runs the scenario. runParams

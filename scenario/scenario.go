@@ -76,6 +76,12 @@ type Expect struct {
 	// Counts constrain numbers of results.json's checks, as
 	// "resource.lost_updates": ">= 1".
 	Counts map[string]string `yaml:"counts,omitempty"`
+	// Landed is how many timeline steps must land, a condition such as
+	// ">= 1"; empty means every one, and that every one ran. A run's
+	// reproduction replays all the faults in force around its anomalies,
+	// and reproduces the failure when the same checks fail, whichever of
+	// its faults met their moment this time.
+	Landed string `yaml:"landed,omitempty"`
 }
 
 // Duration is a time.Duration written as "900ms" or "+2s".
@@ -362,6 +368,11 @@ func (f *File) validate() error {
 		}
 		if err := countPathError(path); err != nil {
 			return f.errAt(at, "%v", err)
+		}
+	}
+	if f.Expect.Landed != "" {
+		if _, _, err := parseCondition(f.Expect.Landed); err != nil {
+			return f.errAt("expect.landed", "%v", err)
 		}
 	}
 	switch f.Expect.Verdict {

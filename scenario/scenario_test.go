@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 )
@@ -80,6 +82,7 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"fail not a list", "fail: [resource]", "fail: {resource: 1}", "line 16: fail: expected a list such as [resource, fencing], got a mapping"},
 		{"unknown backend", "backend: redis", "backend: consul", `line 2: backend: unknown backend "consul"`},
 		{"unknown check", "fail: [resource]", "fail: [vibes]", `unknown check "vibes"`},
+		{"landed no condition", "fail: [resource]", "fail: [resource]\n  landed: some", `line 17: landed: "some" is not a condition such as ">= 1"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +116,16 @@ func replaceOnce(t *testing.T, s, from, to string) string {
 	i := strings.Index(s, from)
 	require.GreaterOrEqual(t, i, 0, "fixture lacks %q", from)
 	return s[:i] + to + s[i+len(from):]
+}
+
+// A program with every backend has every shipped scenario in its catalogue:
+// only a backend the program left out skips a file, never a misspelled one.
+func TestCatalogueHasEveryShippedFile(t *testing.T) {
+	entries, err := fs.ReadDir(shipped, "catalog")
+	require.NoError(t, err)
+	all, err := Catalogue()
+	require.NoError(t, err)
+	assert.Len(t, all, len(entries))
 }
 
 // The catalogue is lockcheck's regression suite: every shipped scenario
@@ -204,6 +217,35 @@ func TestCompareReadsTheChecksStatus(t *testing.T) {
 		"double_ownership: notice: Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe.",
 		"liveness: notice: The lock was stuck until the end of the run.",
 	}, missed)
+}
+
+// A reproduction that asks only some steps to land holds when the same
+// checks fail, whichever of its faults met their moment; a scenario that
+// asks nothing needs every step landed and run.
+func TestExpectLanded(t *testing.T) {
+	tests := []struct {
+		name, landed string
+		landedSteps  int
+		notRun       []int
+		ok           bool
+	}{
+		{"every step, all landed", "", 2, nil, true},
+		{"every step, one missed", "", 1, nil, false},
+		{"every step, one never ran", "", 1, []int{1}, false},
+		{"at least one, one landed and one never ran", ">= 1", 1, []int{1}, true},
+		{"at least one, none landed", ">= 1", 0, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Parse("incident.yaml", []byte(demo4))
+			require.NoError(t, err)
+			f.Timeline = append(f.Timeline, f.Timeline[0])
+			f.Expect = Expect{Landed: tt.landed}
+			c := f.Compare(&checker.Result{FaultLanding: checker.FaultLanding{Injected: 2, Landed: tt.landedSteps}})
+			f.stepsNotRun(&c, tt.notRun)
+			assert.Equal(t, tt.ok, c.OK(), "%+v", c.Mismatches)
+		})
+	}
 }
 
 func TestLivenessNeverFails(t *testing.T) {

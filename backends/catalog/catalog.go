@@ -64,6 +64,10 @@ type Backend struct {
 	// Ready, if set, waits until the topology as a whole serves (replicas in
 	// sync, sentinels agreed, a leader elected).
 	Ready func(ctx context.Context, all []backends.Endpoint) error
+	// PrepareAddrs, if set, readies a service lockcheck did not start
+	// (--addr) for a run, as Ready does the nodes it started (a sequence
+	// the clients draw fences from).
+	PrepareAddrs func(ctx context.Context, addrs []string) error
 	// Service, if set, gives the nemesis service-level handles (who leads
 	// now, ...). The nemesis asks for the methods it needs.
 	Service func(all []backends.Endpoint) any

@@ -15,10 +15,9 @@ import (
 
 // Every node of every backend names the image it runs in under the docker
 // runtime, and runs either a program its backend declares (so preflight can
-// say how to install it) or lockcheck itself. A node with no image (a
-// PostgreSQL node: its server needs whole directory trees an image made
-// from host executables lacks) runs as a local process only, lockcheck
-// itself, and run refuses --runtime docker for it.
+// say how to install it) or lockcheck itself. A node with no image runs as
+// a local process only, lockcheck itself, and run refuses --runtime docker
+// for it.
 func TestEveryBackendDeclaresWhatItsNodesNeed(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)

@@ -7,8 +7,10 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 )
 
-// DefaultBackend is the backend a run tests unless told otherwise.
-const DefaultBackend = "redis"
+// DefaultBackend is the backend a run tests unless told otherwise: redis,
+// or in a program of a user's own the first lock it registered (package
+// lockcheck).
+var DefaultBackend = "redis"
 
 func init() {
 	Register(Backend{

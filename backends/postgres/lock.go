@@ -34,7 +34,10 @@ const FenceSequence = "lockcheck_lock_fence"
 
 // Options configure a client.
 type Options struct {
-	Addr    string
+	// Addrs are the cluster's nodes; the client's session is on the first
+	// that accepts writes, so that after a failover it finds the promoted
+	// standby.
+	Addrs   []string
 	Variant string
 	Fence   bool
 	Timeout time.Duration
@@ -62,6 +65,9 @@ func New(opts Options) (*Lock, error) {
 	if opts.Variant != Session && opts.Variant != Xact {
 		return nil, fmt.Errorf("postgres backend has no variant %q", opts.Variant)
 	}
+	if len(opts.Addrs) == 0 {
+		return nil, errors.New("postgres backend needs the address of at least one node")
+	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Second
 	}
@@ -84,7 +90,7 @@ func (l *Lock) connect(ctx context.Context) error {
 	if l.conn != nil && !l.conn.IsClosed() {
 		return nil
 	}
-	conn, err := Connect(ctx, l.opts.Addr, l.opts.Timeout)
+	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout)
 	if err != nil {
 		return err
 	}
@@ -228,7 +234,7 @@ func (l *Lock) Tx(key string) pgx.Tx {
 
 // Inspect says which session holds key's advisory lock, if any.
 func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
-	conn, err := Connect(ctx, l.opts.Addr, l.opts.Timeout)
+	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout)
 	if err != nil {
 		return "", err
 	}

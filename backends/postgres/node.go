@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -32,15 +33,26 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 )
 
-// Server is the postgres executable; initdb is looked up beside it.
+// Server is the postgres executable; initdb and pg_basebackup are looked
+// up beside it.
 // Debian installs both under /usr/lib/postgresql/<version>/bin, off PATH.
 var Server = backends.Program{Name: "postgres", Package: "postgresql", Search: "/usr/lib/postgresql/*/bin/postgres"}
 
 // NodeEnv marks a process lockcheck started as a PostgreSQL node.
 const NodeEnv = "LOCKCHECK_POSTGRES_NODE"
 
-// Primary is the name of the node that serves clients and the resource.
-const Primary = "pg-0"
+// Primary is the name of the node that serves clients (and the resource,
+// when no replica fails over) at the start of a run; Standby the name of
+// its streaming replica, when the run has one (--replicas 1).
+const (
+	Primary = "pg-0"
+	Standby = "pg-1"
+)
+
+// ResourceNode names the PostgreSQL instance that keeps --resource postgres
+// on its own when the backend's cluster has a replica: a failover must not
+// take the ground truth with it.
+const ResourceNode = "pg-resource"
 
 // User is the database superuser every node creates and every client
 // connects as; Database the database they use.
@@ -66,24 +78,38 @@ const unprivileged = 65534
 // which becomes the node when started with NodeEnv set, and server the
 // postgres executable it runs.
 func Node(name, program, server string) backends.NodeSpec {
+	// initdb and pg_basebackup are beside the real server, where Debian
+	// installs them all (a server found through a symbolic link on PATH
+	// leads there too), and that path is the same inside the image.
+	if real, err := filepath.EvalSymlinks(server); err == nil {
+		server = real
+	}
 	return backends.NodeSpec{
 		Name:    name,
 		Program: program,
 		Ports:   1,
-		Args: func(self backends.Endpoint, _ []backends.Endpoint) []string {
-			return []string{
+		Args: func(self backends.Endpoint, all []backends.Endpoint) []string {
+			args := []string{
 				"--server", server,
 				"--dir", self.Dir,
 				"--name", self.Name,
 				"--listen", self.BindAddr(),
 				"--port", strconv.Itoa(self.Ports[0]),
 			}
+			for _, e := range all {
+				if e.Name != self.Name {
+					args = append(args, "--peer", e.Addr())
+				}
+			}
+			return args
 		},
 		Env:       []string{NodeEnv + "=1"},
 		DataPaths: []string{dataDir},
 		Ready:     ready,
+		Image:     Image,
+		Command:   "lockcheck",
 		// initdb took 7-14 s on a busy 2-core machine, before the server
-		// starts.
+		// starts; a standby waits for its primary's initdb, then copies it.
 		ReadyWithin: 2 * time.Minute,
 		Version:     version,
 	}
@@ -91,10 +117,20 @@ func Node(name, program, server string) backends.NodeSpec {
 
 // ConnConfig is the client configuration of the node at addr.
 func ConnConfig(addr string, timeout time.Duration) (*pgx.ConnConfig, error) {
-	u := url.URL{Scheme: "postgres", User: url.User(User), Host: addr, Path: "/" + Database}
+	return connConfig([]string{addr}, timeout, "")
+}
+
+// connConfig is the configuration of a client that tries addrs in order,
+// taking the first whose server offers attrs (target_session_attrs; ""
+// takes any).
+func connConfig(addrs []string, timeout time.Duration, attrs string) (*pgx.ConnConfig, error) {
+	u := url.URL{Scheme: "postgres", User: url.User(User), Host: strings.Join(addrs, ","), Path: "/" + Database}
 	q := url.Values{}
 	q.Set("sslmode", "disable")
 	q.Set("connect_timeout", strconv.Itoa(max(1, int(timeout.Seconds()))))
+	if attrs != "" {
+		q.Set("target_session_attrs", attrs)
+	}
 	u.RawQuery = q.Encode()
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
@@ -107,6 +143,17 @@ func ConnConfig(addr string, timeout time.Duration) (*pgx.ConnConfig, error) {
 // Connect opens a session on the node at addr.
 func Connect(ctx context.Context, addr string, timeout time.Duration) (*pgx.Conn, error) {
 	cfg, err := ConnConfig(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// ConnectPrimary opens a session on the first of addrs that accepts
+// writes (target_session_attrs=read-write): the primary, wherever a
+// failover moved it. A standby, or a node that is down, is skipped.
+func ConnectPrimary(ctx context.Context, addrs []string, timeout time.Duration) (*pgx.Conn, error) {
+	cfg, err := connConfig(addrs, timeout, "read-write")
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +206,8 @@ func runNode(args []string) error {
 	name := fl.String("name", Primary, "node name (cluster_name)")
 	listen := fl.String("listen", backends.Loopback, "address to listen on")
 	port := fl.Int("port", 5432, "port")
+	var peers addrList
+	fl.Var(&peers, "peer", "address of another node of the cluster (repeatable)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -167,11 +216,8 @@ func runNode(args []string) error {
 		if err := os.RemoveAll(data); err != nil {
 			return err
 		}
-		initdb := filepath.Join(filepath.Dir(*server), "initdb")
-		// --no-sync: a crash of this machine during a test may lose the
-		// fresh cluster; the server itself runs with fsync on.
-		if err := runAs(initdb, []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(*dir, "initdb.log"), false); err != nil {
-			return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(*dir, "initdb.log"))
+		if err := createCluster(*server, data, *dir, *name, *listen, peers); err != nil {
+			return err
 		}
 	}
 	args, sockets := serverArgs(data, *dir, *name, *listen, *port)
@@ -185,6 +231,88 @@ func runNode(args []string) error {
 		}
 	}
 	return runAs(*server, args, filepath.Join(*dir, LogFile), true)
+}
+
+// addrList is a repeatable flag.
+type addrList []string
+
+func (a *addrList) String() string     { return strings.Join(*a, ",") }
+func (a *addrList) Set(v string) error { *a = append(*a, v); return nil }
+
+// createCluster makes a node's empty data directory a cluster. A node whose
+// peers have a primary copies it and becomes its streaming standby
+// (pg_basebackup -R: standby.signal and primary_conninfo); that is how a
+// replica starts, and how an old primary rejoins after a failover, wiped.
+// Otherwise a node alone, or the first node (pg-0) when no peer answers at
+// all, runs initdb; any other waits for a primary to copy: a standby never
+// starts a cluster of its own.
+func createCluster(server, data, dir, name, listen string, peers []string) error {
+	bin := filepath.Dir(server)
+	for {
+		primary, anyAnswered := findPrimary(peers)
+		switch {
+		case primary != "":
+			host, port, err := net.SplitHostPort(primary)
+			if err != nil {
+				return err
+			}
+			// --checkpoint=fast: otherwise the copy waits for the
+			// primary's next checkpoint, minutes away; --no-sync as for
+			// initdb below.
+			err = runAs(filepath.Join(bin, "pg_basebackup"), []string{"-h", host, "-p", port, "-U", User, "-D", data,
+				"-R", "-X", "stream", "--checkpoint=fast", "--no-sync"}, filepath.Join(dir, "basebackup.log"), false)
+			if err != nil {
+				return fmt.Errorf("pg_basebackup from %s: %w (see %s)", primary, err, filepath.Join(dir, "basebackup.log"))
+			}
+			return nil
+		case !anyAnswered && (name == Primary || len(peers) == 0):
+			// --no-sync: a crash of this machine during a test may lose
+			// the fresh cluster; the server itself runs with fsync on.
+			err := runAs(filepath.Join(bin, "initdb"), []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(dir, "initdb.log"), false)
+			if err != nil {
+				return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(dir, "initdb.log"))
+			}
+			return trustNetwork(data, listen)
+		}
+		time.Sleep(200 * time.Millisecond) // the harness gives up on a node not ready in time
+	}
+}
+
+// trustNetwork lets clients and standbys on the node's own network in
+// when it listens beyond loopback (a container on the run's private
+// network): initdb's pg_hba.conf trusts loopback only.
+func trustNetwork(data, listen string) error {
+	if ip := net.ParseIP(listen); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("host all all samenet trust\nhost replication all samenet trust\n")
+	return errors.Join(err, f.Close())
+}
+
+// findPrimary is the first of peers that answers and accepts writes, and
+// whether any peer answered at all.
+func findPrimary(peers []string) (primary string, anyAnswered bool) {
+	for _, p := range peers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := Connect(ctx, p, time.Second)
+		if err != nil {
+			cancel()
+			continue
+		}
+		anyAnswered = true
+		var standby bool
+		err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby)
+		conn.Close(context.Background()) //nolint:errcheck // read what was needed
+		cancel()
+		if err == nil && !standby {
+			return p, true
+		}
+	}
+	return "", anyAnswered
 }
 
 // clearStaleLock removes a lock file a killed server left (postmaster.pid,
@@ -235,7 +363,21 @@ func serverArgs(data, dir, name, listen string, port int) (args []string, socket
 		"-c", "max_connections=200",
 		"-c", "logging_collector=off",
 		"-c", "log_min_messages=warning",
+		// A standby whose primary died retries its WAL source every 5 s
+		// by default, and a promotion waits for that sleep to end.
+		"-c", "wal_retrieve_retry_interval=100ms",
 	}, sockets
+}
+
+// chownTree gives dir and everything in it to uid (and the group of the
+// same number).
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, uid)
+	})
 }
 
 // runAs runs program as a user that is not root and waits for it. With
@@ -246,15 +388,33 @@ func runAs(program string, args []string, logPath string, forward bool) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(program, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 {
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}}
+	command := func(attr *syscall.SysProcAttr) *exec.Cmd {
+		cmd := exec.Command(program, args...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		attr.Pdeathsig = syscall.SIGKILL
+		cmd.SysProcAttr = attr
+		return cmd
 	}
-	if err := cmd.Start(); err != nil {
+	cmd := command(&syscall.SysProcAttr{})
+	if os.Geteuid() == 0 {
+		cmd = command(&syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}},
+		})
+	}
+	err = cmd.Start()
+	if errors.Is(err, syscall.EPERM) && os.Geteuid() == 0 {
+		// No user namespaces here (a container's seccomp profile forbids
+		// them): the server runs as nobody itself, which must then own
+		// the node's directory.
+		if err := chownTree(filepath.Dir(logPath), unprivileged); err != nil {
+			return err
+		}
+		cmd = command(&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivileged, Gid: unprivileged}})
+		err = cmd.Start()
+	}
+	if err != nil {
 		return err
 	}
 	if forward {

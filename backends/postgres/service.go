@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,4 +59,91 @@ func Prepare(ctx context.Context, addr string) error {
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, `CREATE SEQUENCE IF NOT EXISTS `+FenceSequence)
 	return err
+}
+
+// Replicated reports whether the nodes eps include a streaming standby.
+func Replicated(eps []backends.Endpoint) bool {
+	for _, e := range eps {
+		if e.Name == Standby {
+			return true
+		}
+	}
+	return false
+}
+
+// ReplicatedService is the handle on a primary and its streaming standby:
+// besides terminating sessions it promotes the standby, which PostgreSQL
+// never does by itself (failover-promote).
+type ReplicatedService struct {
+	*Service
+}
+
+// NewReplicatedService is the handle on the nodes eps, a primary and its
+// standby.
+func NewReplicatedService(eps []backends.Endpoint) *ReplicatedService {
+	return &ReplicatedService{Service: NewService(eps)}
+}
+
+// names are the cluster's nodes, sorted.
+func (s *ReplicatedService) names() []string { return slices.Sorted(maps.Keys(s.nodes)) }
+
+// Streaming names the node that accepts writes and a standby streaming
+// from it ("" when none does). A node that does not answer is neither.
+func (s *ReplicatedService) Streaming(ctx context.Context) (primary, standby string, err error) {
+	for _, name := range s.names() {
+		conn, err := Connect(ctx, s.nodes[name], 2*time.Second)
+		if err != nil {
+			continue
+		}
+		var inRecovery bool
+		err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&inRecovery)
+		if err == nil && !inRecovery {
+			primary = name
+			err = conn.QueryRow(ctx, `SELECT coalesce(min(application_name), '') FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&standby)
+		}
+		conn.Close(context.Background()) //nolint:errcheck // read what was needed
+		if primary != "" {
+			return primary, standby, err
+		}
+	}
+	return "", "", errors.New("postgres: no node accepts writes")
+}
+
+// WaitStreaming waits until standby streams from primary, as the
+// primary's pg_stat_replication shows (the standby's walreceiver reports
+// its cluster_name, the node's name, as application_name).
+func (s *ReplicatedService) WaitStreaming(ctx context.Context, primary, standby string) error {
+	for {
+		p, st, err := s.Streaming(ctx)
+		if err == nil && p == primary && st == standby {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postgres: %s is not streaming from %s: %w", standby, primary, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Promote makes standby the primary with pg_promote, which waits until it
+// accepts writes.
+func (s *ReplicatedService) Promote(ctx context.Context, standby string) error {
+	addr, ok := s.nodes[standby]
+	if !ok {
+		return fmt.Errorf("postgres: no node %s to promote", standby)
+	}
+	conn, err := Connect(ctx, addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var promoted bool
+	if err := conn.QueryRow(ctx, `SELECT pg_promote(true, 60)`).Scan(&promoted); err != nil {
+		return err
+	}
+	if !promoted {
+		return fmt.Errorf("postgres: %s was not promoted within 60 s", standby)
+	}
+	return nil
 }

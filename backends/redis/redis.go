@@ -218,15 +218,6 @@ func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
 	return fmt.Sprintf("%s is held with %d ms left", key, pttl.Milliseconds()), nil
 }
 
-// Clean deletes the lock keys and their fence counters.
-func (l *Lock) Clean(ctx context.Context, keys []string) error {
-	all := make([]string, 0, 2*len(keys))
-	for _, k := range keys {
-		all = append(all, k, FenceKey(k))
-	}
-	return l.rdb.Del(ctx, all...).Err()
-}
-
 // Close closes the connection pool.
 func (l *Lock) Close() error { return l.rdb.Close() }
 

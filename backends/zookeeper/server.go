@@ -250,9 +250,12 @@ func Node(name, program, java, classpath string, tick time.Duration) backends.No
 		Env:       []string{ServerEnv + "=1"},
 		DataPaths: []string{DataDir},
 		Ready:     answers,
-		Version:   version,
-		Image:     Image,
-		Command:   "zookeeper",
+		// A JVM loading ZooKeeper's jars takes seconds on a quiet machine
+		// and well over the default 15 s on a starved one.
+		ReadyWithin: time.Minute,
+		Version:     version,
+		Image:       Image,
+		Command:     "zookeeper",
 	}
 }
 

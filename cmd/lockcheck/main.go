@@ -2,6 +2,10 @@
 // faults and checks the history it records.
 package main
 
-import "github.com/lockcheck/lockcheck/internal/cli"
+import (
+	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd"    // the etcd backend
+	_ "github.com/lockcheck/lockcheck/harness/container/withdocker" // --runtime docker
+	"github.com/lockcheck/lockcheck/internal/cli"
+)
 
 func main() { cli.Main() }

@@ -9,6 +9,7 @@
 //	go run . run --backend redislock --nemesis pause-holder
 //	go run . scenario run --file get-del-race.yaml   # false: lease safety
 //	go run . scenario run --file lua-release.yaml    # true
+//	go test                                          # both, through package locktest
 package main
 
 import (
@@ -32,11 +33,14 @@ func main() {
 		Variants:   []string{"lua", "get-del"},
 		Failpoints: map[string][]string{"lua": {beforeDelete}, "get-del": {beforeDelete}},
 		Topology:   "redis", // lockcheck starts a redis-server for it
-		Open: func(c lockcheck.Config) (lockcheck.Lock, error) {
-			return &redisLock{rdb: redis.NewClient(&redis.Options{Addr: c.Addrs[0]}), cfg: c}, nil
-		},
+		Open:       open,
 	})
 	lockcheck.Main()
+}
+
+// open builds one client of the lock, of the variant c names.
+func open(c lockcheck.Config) (lockcheck.Lock, error) {
+	return &redisLock{rdb: redis.NewClient(&redis.Options{Addr: c.Addrs[0]}), cfg: c}, nil
 }
 
 type redisLock struct {
@@ -61,7 +65,7 @@ func (l *redisLock) Acquire(ctx context.Context, key string) (lockcheck.Grant, e
 var compareAndDelete = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
 
 func (l *redisLock) Release(ctx context.Context, key string, g lockcheck.Grant) (bool, error) {
-	if l.cfg.Variant == "lua" {
+	if l.cfg.Variant != "get-del" {
 		// The script compares and deletes in one step: a pause here
 		// delays it, and it then deletes nothing that is not its own.
 		l.cfg.Failpoint.Hit(beforeDelete)
@@ -80,6 +84,12 @@ func (l *redisLock) Release(ctx context.Context, key string, g lockcheck.Grant) 
 	l.cfg.Failpoint.Hit(beforeDelete)
 	n, err := l.rdb.Del(ctx, key).Result()
 	return n == 1, err
+}
+
+// Clean deletes a run's keys from a Redis that lockcheck did not start
+// (--addr): lockcheck.Cleaner.
+func (l *redisLock) Clean(ctx context.Context, keys []string) error {
+	return l.rdb.Del(ctx, keys...).Err()
 }
 
 func (l *redisLock) Close() error { return l.rdb.Close() }

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 )
 
 // docker/compose.yaml brings up, for each backend, the nodes lockcheck's

@@ -166,12 +166,14 @@ func TestContainerNodeClockJumps(t *testing.T) {
 	ctx := context.Background()
 	before, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
-	assert.WithinDuration(t, time.Now(), before, 2*time.Second)
+	// 5 s of slack for a container round trip on a starved machine; the
+	// jump below is 20 s.
+	assert.WithinDuration(t, time.Now(), before, 5*time.Second)
 
 	require.NoError(t, n.SetClock(20*time.Second))
 	after, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
-	assert.WithinDuration(t, time.Now().Add(20*time.Second), after, 2*time.Second, "TIME reads 20 s ahead")
+	assert.WithinDuration(t, time.Now().Add(20*time.Second), after, 5*time.Second, "TIME reads 20 s ahead")
 
 	require.NoError(t, rdb.Set(ctx, "k", "v", 10*time.Second).Err())
 	require.NoError(t, n.SetClock(40*time.Second))

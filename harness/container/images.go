@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -43,10 +45,13 @@ type ImageRecipe struct {
 	// Libraries are further host files (preloaded libraries), copied with
 	// their own dependencies.
 	Libraries []string
-	// Links are symlinks in /usr/local/bin: name -> target.
+	// Links are symlinks in /usr/local/bin, or at an absolute name:
+	// name -> target.
 	Links map[string]string
 	// Trees are host directories copied in whole (backends.Tree).
 	Trees []string
+	// Files are files written in with the given content, by path inside.
+	Files map[string]string
 	// Entrypoint is the image's default command.
 	Entrypoint string
 }
@@ -55,7 +60,7 @@ type ImageRecipe struct {
 // machine's files: program gives the executable chosen for a program's
 // name (--redis-server), self is the lockcheck executable.
 func Recipe(img *backends.Image, tag string, program func(name string) string, self string) (ImageRecipe, error) {
-	r := ImageRecipe{Tag: tag, Programs: map[string]string{}, Links: img.Links, Entrypoint: img.Entrypoint}
+	r := ImageRecipe{Tag: tag, Programs: map[string]string{}, Links: img.Links, Files: img.Files, Entrypoint: img.Entrypoint}
 	for _, p := range img.Programs {
 		path, err := exec.LookPath(program(p.Name))
 		if err != nil {
@@ -256,6 +261,10 @@ func (r ImageRecipe) digest(files []file) (string, error) {
 	}
 	links, _ := json.Marshal(r.Links)
 	fmt.Fprintf(h, "links %s\nentrypoint %s\n", links, r.Entrypoint)
+	if len(r.Files) > 0 {
+		written, _ := json.Marshal(r.Files) // sorted by path
+		fmt.Fprintf(h, "files %s\n", written)
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
@@ -317,13 +326,32 @@ func (r ImageRecipe) writeRootfs(w io.Writer, files []file) error {
 			return err
 		}
 	}
+	for _, inside := range slices.Sorted(maps.Keys(r.Files)) {
+		if err := mkdir(path.Dir(inside), 0o755); err != nil {
+			return err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(inside, "/"), Mode: 0o644, Size: int64(len(r.Files[inside]))}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(tw, r.Files[inside]); err != nil {
+			return err
+		}
+	}
 	names := make([]string, 0, len(r.Links))
 	for name := range r.Links {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(path.Join(binDir, name), "/"), Linkname: r.Links[name], Mode: 0o777}
+		inside := name
+		if !path.IsAbs(name) {
+			inside = path.Join(binDir, name)
+		}
+		if err := mkdir(path.Dir(inside), 0o755); err != nil {
+			return err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(inside, "/"), Linkname: r.Links[name], Mode: 0o777}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}

@@ -1,10 +1,8 @@
 package container
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -18,30 +16,15 @@ import (
 // with the run: the rules with the containers, the addresses with the
 // network's bridge.
 
-// LinkTools are the host programs cutting links needs.
-var LinkTools = []string{"ip", "nsenter", "iptables"}
-
-// CheckLinkTools says whether this host can cut single links: as root,
-// with LinkTools on PATH.
-func CheckLinkTools() error {
-	if os.Geteuid() != 0 {
-		return errors.New("cutting single links between containers needs root (iptables in each node's network namespace)")
-	}
-	for _, tool := range LinkTools {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("cutting single links between containers needs %s: %v (apt-get install iproute2 util-linux iptables)", tool, err)
-		}
-	}
-	return nil
-}
-
 // clientAddrBase is where clients' addresses start on the run's /24: the
 // nodes take the addresses after the gateway.
 const clientAddrBase = 150
 
-// ClientAddr gives the slot-th client an address of its own on the run's
+// ClientAddr gives the slot-th client an address of its own on the node's
 // network, from which its connections to the nodes come.
-func (r *Runtime) ClientAddr(slot int) (string, error) {
+func (n *Node) ClientAddr(slot int) (string, error) { return n.rt.clientAddr(slot) }
+
+func (r *Runtime) clientAddr(slot int) (string, error) {
 	if slot >= 254-clientAddrBase {
 		return "", fmt.Errorf("client %d: the run's network has addresses for %d clients", slot, 254-clientAddrBase)
 	}

@@ -60,6 +60,11 @@ const (
 	CmdStop   = "stop"   // finish the cycle in progress, release, and exit
 )
 
+// AnyFailpoint armed parks the client at whichever failpoint it reaches
+// next: the stall that stands in for a SIGSTOP of a client that runs in the
+// harness's own process.
+const AnyFailpoint = "*"
+
 // Run runs one client in this process, writing messages to out and reading
 // commands from in, until it is told to stop or in is closed.
 func Run(cfg Config, in io.Reader, out io.Writer) error {
@@ -174,8 +179,9 @@ func (f *failpoints) release() {
 
 func (f *failpoints) hit(name string) {
 	f.mu.Lock()
-	armed := f.armed[name]
+	armed := f.armed[name] || f.armed[AnyFailpoint]
 	delete(f.armed, name)
+	delete(f.armed, AnyFailpoint)
 	f.mu.Unlock()
 	if !armed {
 		return

@@ -47,6 +47,7 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 		{"etcd, pause-holder", []string{"--backend", "etcd", "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "12s"}, exitInvalid},
 		{"zookeeper, no faults", []string{"--backend", "zookeeper", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
 		{"zookeeper, pause-holder", []string{"--backend", "zookeeper", "--nemesis", "pause-holder", "--pause", "2s", "--time-limit", "12s"}, exitInvalid},
+		{"postgres, kill-session", []string{"--backend", "postgres", "--workload", "unfenced", "--nemesis", "kill-session", "--pause", "1s", "--time-limit", "12s"}, exitInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,18 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockcheck/lockcheck/backends/postgres"
+	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
 )
-
-func requirePostgres(t *testing.T) {
-	t.Helper()
-	if _, err := postgres.Server.Find(postgres.Server.Name); err != nil {
-		t.Fatalf("PostgreSQL is not installed (run scripts/setup): %v", err)
-	}
-}
 
 // sessionKills reads a run's kill-session events.
 func sessionKills(t *testing.T, dir string) []history.Event {
@@ -71,7 +64,7 @@ func noPostgresLeft(t *testing.T, dir string) {
 
 func TestPostgresKilledSessionDoubleOwnership(t *testing.T) {
 	t.Parallel()
-	requirePostgres(t)
+	pgtest.Require(t)
 	tests := []struct {
 		name    string
 		args    []string
@@ -112,7 +105,7 @@ func TestPostgresKilledSessionDoubleOwnership(t *testing.T) {
 
 func TestPostgresResourceFencesInTheDatabase(t *testing.T) {
 	t.Parallel()
-	requirePostgres(t)
+	pgtest.Require(t)
 	inv, res, dir := runLockcheck(t, "--backend", "redis", "--resource", "postgres", "--workload", "fenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "10s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
 	assert.Equal(t, checker.Valid, res.Valid)
@@ -145,4 +138,27 @@ func TestKillSessionNeedsSessions(t *testing.T) {
 	inv := lockcheck("run", "--backend", "redis", "--nemesis", "kill-session", "--out", t.TempDir())
 	assert.Equal(t, exitUnknown, inv.code)
 	assert.Contains(t, inv.stderr, "--backend postgres")
+}
+
+// A standby is for the postgres backend's session locks only, and
+// failover-promote needs one: each refusal is one line naming the fix.
+func TestPostgresStandbyBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"two standbys", []string{"--backend", "postgres", "--replicas", "2"}, "--replicas 2: choose 0 or 1"},
+		{"another backend", []string{"--backend", "redis", "--replicas", "1"}, "--replicas applies to --backend postgres only"},
+		{"xact with a standby", []string{"--backend", "postgres", "--variant", "xact", "--resource", "postgres", "--nemesis", "failover-promote"}, "use --variant session"},
+		{"failover without a standby", []string{"--backend", "redis", "--nemesis", "failover-promote"}, "--backend postgres --replicas 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := lockcheck(append([]string{"run", "--out", t.TempDir()}, tt.args...)...)
+			assert.Equal(t, exitUnknown, inv.code, inv.stderr)
+			assert.Contains(t, inv.stderr, tt.want)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
+		})
+	}
 }

@@ -2,19 +2,19 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/harness/container"
+	"github.com/lockcheck/lockcheck/harness"
 )
 
 func newImagesCmd() *cobra.Command {
@@ -49,34 +49,16 @@ has Dockerfiles for the official images).`,
 			if err != nil {
 				return err
 			}
-			var recipes []container.ImageRecipe
+			if harness.Docker == nil {
+				return errors.New(`this program has no docker runtime (lockcheck's own command has; a program of yours imports _ "github.com/lockcheck/lockcheck/harness/container/withdocker")`)
+			}
+			chosen := map[*backends.Image]string{}
 			for _, img := range images {
-				r, err := container.Recipe(img, *tags[img], programs.Path, self)
-				if err != nil {
-					return err
-				}
-				recipes = append(recipes, r)
+				chosen[img] = *tags[img]
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			cli, err := container.Connect(ctx, nil)
-			if err != nil {
-				return err
-			}
-			defer cli.Close()
-			for _, recipe := range recipes {
-				start := time.Now()
-				res, err := container.Build(ctx, cli, recipe, force)
-				if err != nil {
-					return err
-				}
-				what := "up to date"
-				if res.Built {
-					what = fmt.Sprintf("built in %.1fs", time.Since(start).Seconds())
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %s (%d files, %.1f MB, source %s)\n", res.Tag, what, res.Files, float64(res.Bytes)/1e6, res.Digest)
-			}
-			return nil
+			return harness.Docker.Build(ctx, chosen, programs.Path, self, force, func(line string) { fmt.Fprintln(cmd.OutOrStdout(), line) })
 		},
 	}
 	fl := cmd.Flags()

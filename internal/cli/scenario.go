@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
+	"github.com/lockcheck/lockcheck/scenario/repro"
 )
 
 func newScenarioCmd() *cobra.Command {
@@ -27,7 +30,7 @@ states which checks must fail and which must hold. lockcheck ships a
 catalogue, one scenario per failure its seed articles describe; a YAML file
 of your own reproduces your incident (see the README).`,
 	}
-	cmd.AddCommand(newScenarioListCmd(), newScenarioRunCmd())
+	cmd.AddCommand(newScenarioListCmd(), newScenarioRunCmd(), newShrinkCmd())
 	return cmd
 }
 
@@ -67,7 +70,9 @@ func newScenarioRunCmd() *cobra.Command {
 YAML file (--file), prints expected against observed for each, and exits 0
 only when every expectation of every scenario is met (1 otherwise, 2 on an
 error). Each run writes a run directory like lockcheck run does; its report
-explains the scenario in the terms of the account it reproduces.`,
+explains the scenario in the terms of the account it reproduces. A run that
+ends false also gets repro.yaml: the scenario as run, expecting the checks
+that failed, which lockcheck shrink RUN_DIR starts from.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			files, err := pickScenarios(names, all, file)
 			if err != nil {
@@ -156,6 +161,17 @@ func runScenario(ctx context.Context, w io.Writer, f *scenario.File, out string,
 	o, err := scenario.Run(ctx, f, out, programs, runParams)
 	if err != nil {
 		return false, fmt.Errorf("scenario %s: %w", f.Name, err)
+	}
+	if path, err := repro.WriteScenario(o.Dir, f, o.History, o.Result); err != nil {
+		// The comparison stands on its own, as lockcheck check's verdict
+		// does without a repro.yaml.
+		slog.Warn("no repro.yaml for this scenario run", "scenario", f.Name, "err", err)
+	} else if path != "" {
+		// The report links the reproduction it now has.
+		if err := results.WriteAll(o.Dir, o.History, o.Result); err != nil {
+			return false, err
+		}
+		defer fmt.Fprintf(w, "   repro: %s\n", results.ReproCommand(path))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "   \tEXPECTED\tOBSERVED\t")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ const MinimalFile = "minimal.yaml"
 func newShrinkCmd() *cobra.Command {
 	var (
 		tries    int
+		fail     []string
 		budget   time.Duration
 		out      string
 		programs = catalog.Programs{}
@@ -38,13 +40,21 @@ func newShrinkCmd() *cobra.Command {
 		Short: "Shrink a failing run's reproduction to the smallest scenario that still fails",
 		Long: `shrink starts from the repro.yaml a run that ended false left in RUN_DIR (or
 from a scenario FILE) and searches for a smaller scenario that still fails
-the same checks: it drops timeline steps (halves first, then one by one),
-halves pauses and clock jumps, removes clients and halves the time limit.
+the same checks: it drops timeline steps (halves first, then one by one,
+the latest first, each candidate ending a little after its last step),
+removes clients, then halves pauses and clock jumps, starts steps earlier
+and halves the time limit.
 Each candidate runs --tries times and is kept only when every try fails the
-same checks with every step landed. It prints each candidate, stops when no
+same checks with its steps landed (as many as its expect.landed asks; a
+run's repro.yaml asks one). It prints each candidate, stops when no
 step can be removed or --budget runs out, and writes the smallest scenario
 found to minimal.yaml beside the one it started from. A run that ended true
-has nothing to shrink: shrink refuses it (exit 2).`,
+has nothing to shrink: shrink refuses it (exit 2).
+
+A failure that takes many faults to build up (Redlock's fences from INCR
+regress only after several restarts wiped the counters) keeps the timeline
+long when every failed check must come back; --fail lease_safety shrinks
+toward the broken lock alone.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tries < 1 {
@@ -59,6 +69,9 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 			}
 			f, err := readScenario(from)
 			if err != nil {
+				return err
+			}
+			if f, err = failOnly(f, fail); err != nil {
 				return err
 			}
 			runParams, err := runtimeParams()
@@ -76,15 +89,23 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "shrinking %s: %d steps, %d clients, time limit %s; each candidate %d times, budget %s\n",
 				from, len(f.Timeline), f.Clients, f.TimeLimit.D(), tries, budget)
+			// A run of each candidate that reproduced, for the minimal
+			// one's write-up.
+			reproduced := map[*scenario.File]*checker.Result{}
 			run := func(ctx context.Context, c *scenario.File) (bool, error) {
 				o, err := scenario.Run(ctx, c, out, programs, runParams)
 				if err != nil {
 					return false, err
 				}
-				return o.Comparison.OK(), nil
+				if !o.Comparison.OK() {
+					m := o.Comparison.Mismatches[0]
+					return false, fmt.Errorf("%s: %s, expected %s", m.What, m.Observed, m.Expected)
+				}
+				reproduced[c] = o.Result
+				return true, nil
 			}
 			res, err := shrink.Shrink(ctx, f, run, shrink.Options{Tries: tries, Budget: budget, Log: w})
-			minimal := describeMinimal(f, res.Minimal)
+			minimal := describeMinimal(f, res.Minimal, reproduced[res.Minimal])
 			path := filepath.Join(filepath.Dir(from), MinimalFile)
 			data, merr := minimal.Marshal()
 			if merr != nil {
@@ -94,8 +115,11 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 				return werr
 			}
 			note := "no candidate can be made smaller"
-			if res.OutOfBudget {
+			switch {
+			case res.OutOfBudget:
 				note = "the budget ran out: the smallest found so far"
+			case err != nil:
+				note = "interrupted: the smallest found so far"
 			}
 			fmt.Fprintf(w, "%d candidates tried, %d kept; %s\n%s\nminimal: %s\nrerun:   %s\n",
 				res.Tried, res.Kept, note, minimal.Explain, path, results.ReproCommand(path))
@@ -103,6 +127,7 @@ has nothing to shrink: shrink refuses it (exit 2).`,
 		},
 	}
 	cmd.Flags().IntVar(&tries, "tries", 3, "runs of each candidate; it is kept only when every one fails the same checks")
+	cmd.Flags().StringSliceVar(&fail, "fail", nil, "checks a candidate must fail, comma-separated, among those the scenario expects to fail (default: all of them)")
 	cmd.Flags().DurationVar(&budget, "budget", 10*time.Minute, "time the whole search may take; when it runs out, the smallest scenario found so far is written")
 	cmd.Flags().StringVar(&out, "out", "", "directory that holds the candidates' run directories (default: shrink-runs beside the scenario)")
 	programFlags(cmd.Flags(), programs)
@@ -134,6 +159,23 @@ func shrinkSource(arg string) (string, error) {
 	return path, nil
 }
 
+// failOnly is f expecting only the checks named to fail (all it expects
+// when none are named); each must be one f expects to fail.
+func failOnly(f *scenario.File, checks []string) (*scenario.File, error) {
+	if len(checks) == 0 {
+		return f, nil
+	}
+	for _, c := range checks {
+		if !slices.Contains(f.Expect.Fail, c) {
+			return nil, fmt.Errorf("--fail %s: %s does not expect %s to fail (it expects %s); name some of those",
+				c, f.Name, c, strings.Join(f.Expect.Fail, ", "))
+		}
+	}
+	c := *f
+	c.Expect.Fail = checks
+	return &c, nil
+}
+
 func readScenario(path string) (*scenario.File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -142,20 +184,14 @@ func readScenario(path string) (*scenario.File, error) {
 	return scenario.Parse(path, data)
 }
 
-// describeMinimal names the minimal scenario and says what was left.
-func describeMinimal(from, m *scenario.File) *scenario.File {
+// describeMinimal names the minimal scenario and tells, in its explain,
+// what was left (Incident, from res, a run of it that reproduced, if any).
+func describeMinimal(from, m *scenario.File, res *checker.Result) *scenario.File {
 	c := *m
 	c.Name = strings.TrimPrefix(from.Name, "repro-") + "-minimal"
-	c.Title = "Minimal reproduction: " + strings.TrimPrefix(from.Title, "Reproduction of ")
-	var steps []string
-	for _, s := range m.Timeline {
-		steps = append(steps, shrink.DescribeStep(s))
-	}
-	left := "no fault at all"
-	if len(steps) > 0 {
-		left = strings.Join(steps, "; ")
-	}
-	c.Explain = fmt.Sprintf("Shrunk from %d steps, %d clients and %s to %d clients and %s: %s. It still fails %s.",
-		len(from.Timeline), from.Clients, from.TimeLimit.D(), m.Clients, m.TimeLimit.D(), left, strings.Join(m.Expect.Fail, ", "))
+	c.Title = fmt.Sprintf("Minimal reproduction of %s (%s)", strings.TrimPrefix(from.Name, "repro-"), strings.Join(m.Expect.Fail, ", "))
+	c.Explain = fmt.Sprintf("Shrunk from %s, %d clients and %s to %s, %d clients and %s. %s It still fails %s.",
+		plural(len(from.Timeline), "step"), from.Clients, from.TimeLimit.D(), plural(len(m.Timeline), "step"), m.Clients, m.TimeLimit.D(),
+		m.Incident(res), strings.Join(m.Expect.Fail, ", "))
 	return &c
 }

@@ -80,6 +80,7 @@ func TestFromRunRoundTrips(t *testing.T) {
 	assert.Equal(t, map[string]string{"k": "v"}, f.Params)
 	assert.Equal(t, "false", f.Expect.Verdict)
 	assert.ElementsMatch(t, []string{"double_ownership", "resource"}, f.Expect.Fail)
+	assert.Equal(t, ">= 1", f.Expect.Landed)
 	// Only the pause in force around the anomalies, aimed at the failpoint
 	// of the client's slot, a lease before the run found it there.
 	require.Len(t, f.Timeline, 1, "%s", data)
@@ -129,4 +130,39 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// A run of a scenario that ended false is reproduced by the scenario as
+// run, expecting the checks that failed; lockcheck check of that run
+// keeps it rather than retelling the timeline from the history.
+func TestWriteScenario(t *testing.T) {
+	dir := t.TempDir()
+	h, res := failingRun()
+	f := &scenario.File{
+		Name: "my-incident", Title: "GC pause past the TTL", Backend: "redis", Variant: "correct", Workload: "unfenced",
+		TTL: scenario.Duration(300 * time.Millisecond), Clients: 2, Think: "20ms", TimeLimit: scenario.Duration(3 * time.Second),
+		Timeline: []scenario.Step{{At: scenario.Duration(500 * time.Millisecond), When: &scenario.When{Client: "c0", Reaches: "before-write"},
+			Do: "pause", Target: "c0", For: scenario.Duration(900 * time.Millisecond)}},
+		Expect: scenario.Expect{Verdict: "false", Fail: []string{"resource"}, Counts: map[string]string{"resource.lost_updates": ">= 1"}},
+	}
+	path, err := WriteScenario(dir, f, h, res)
+	require.NoError(t, err)
+	got, err := scenario.Parse(path, must(os.ReadFile(path)))
+	require.NoError(t, err)
+	assert.Equal(t, "repro-my-incident", got.Name)
+	assert.Equal(t, f.Timeline, got.Timeline)
+	assert.Equal(t, scenario.Expect{Verdict: "false", Fail: []string{"double_ownership", "resource"}}, got.Expect)
+
+	h.Header.Config.Scenario = &history.ScenarioInfo{Name: f.Name}
+	again, err := Write(dir, h, res)
+	require.NoError(t, err)
+	assert.Equal(t, path, again)
+	kept, err := scenario.Parse(path, must(os.ReadFile(path)))
+	require.NoError(t, err)
+	assert.Equal(t, f.Timeline, kept.Timeline, "check keeps the scenario as run")
+
+	res.Valid = checker.Valid
+	path, err = WriteScenario(dir, f, h, res)
+	require.NoError(t, err)
+	assert.Empty(t, path, "a scenario run that did not end false has nothing to reproduce")
 }

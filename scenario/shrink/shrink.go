@@ -1,12 +1,13 @@
 // Package shrink reduces a failing scenario to a smallest one that still
-// fails the same checks: delta debugging over its timeline (drop steps,
-// shorten pauses and clock jumps), then fewer clients and a shorter time
-// limit. Each candidate is rerun several times and kept only when every
+// fails the same checks: delta debugging over its timeline (drop steps),
+// fewer clients, then shorter pauses and clock jumps, earlier steps and a
+// shorter time limit. Each candidate is rerun several times and kept only when every
 // try reproduces the failure, since a flaky candidate is no reproduction.
 package shrink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -16,7 +17,7 @@ import (
 )
 
 // Runner runs a scenario once and reports whether it showed what the
-// scenario expects (the same checks failed and every step landed). An
+// scenario expects (the same checks failed and its steps landed). An
 // error is a run that could not be judged; it counts as no reproduction.
 type Runner func(ctx context.Context, f *scenario.File) (bool, error)
 
@@ -52,22 +53,28 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 	parent := ctx
 	if opts.Budget > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Budget)
+		ctx, cancel = context.WithTimeoutCause(ctx, opts.Budget, errOutOfBudget)
 		defer cancel()
 	}
 	s := &search{ctx: ctx, run: run, opts: opts, best: f}
+	// What the scenario is made of goes first (its steps, its clients),
+	// then how long each part lasts: a budget that runs out leaves the
+	// fewest parts.
 	for changed := true; changed && !s.stopped(); {
 		changed = s.dropSteps()
-		changed = s.shortenSteps() || changed
-		changed = s.earlierSteps() || changed
 		changed = s.renumberClients() || changed
 		changed = s.fewerClients() || changed
+		changed = s.shortenSteps() || changed
+		changed = s.earlierSteps() || changed
 		changed = s.shorterLimit() || changed
 	}
-	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped()}
+	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped() && parent.Err() == nil}
 	// Interrupted (not out of budget): the smallest so far, and why.
 	return out, parent.Err()
 }
+
+// errOutOfBudget says why a search stopped when its budget ran out.
+var errOutOfBudget = errors.New("the budget ran out")
 
 type search struct {
 	ctx         context.Context
@@ -94,15 +101,15 @@ func (s *search) try(what string, c *scenario.File) bool {
 	for i := 1; i <= s.opts.Tries; i++ {
 		ok, err := s.run(s.ctx, c)
 		if s.stopped() {
-			fmt.Fprintf(s.opts.Log, "stop  %s: the budget ran out\n", what)
+			fmt.Fprintf(s.opts.Log, "stop  %s: %s\n", what, context.Cause(s.ctx))
 			return false
 		}
 		if !ok {
-			why := "did not fail the same checks"
+			why := "it did not fail the same checks"
 			if err != nil {
 				why = err.Error()
 			}
-			fmt.Fprintf(s.opts.Log, "drop  %s: try %d of %d %s\n", what, i, s.opts.Tries, why)
+			fmt.Fprintf(s.opts.Log, "drop  %s: try %d of %d: %s\n", what, i, s.opts.Tries, why)
 			return false
 		}
 	}
@@ -113,19 +120,26 @@ func (s *search) try(what string, c *scenario.File) bool {
 }
 
 // dropSteps removes timeline steps, halves first (delta debugging), then
-// one at a time, until no single step can go.
+// one at a time, until no single step can go. Chunks go from the end: a
+// candidate also ends a little after its last step (tail), so dropping the
+// later steps first makes every later candidate shorter to run.
 func (s *search) dropSteps() bool {
 	changed := false
 	for n := len(s.best.Timeline) / 2; n >= 1 && !s.stopped(); {
 		removed := false
-		for i := 0; i+n <= len(s.best.Timeline) && !s.stopped(); {
+		for i := len(s.best.Timeline) - n; i >= 0 && !s.stopped(); i -= n {
 			c := clone(s.best)
 			c.Timeline = slices.Delete(c.Timeline, i, i+n)
-			if s.try(describeDrop(s.best, i, n), c) {
-				removed, changed = true, true
-				continue // the next chunk moved into place i
+			c.TimeLimit = min(c.TimeLimit, tail(c))
+			what := describeDrop(s.best, i, n)
+			if c.TimeLimit < s.best.TimeLimit {
+				what += ", time limit " + c.TimeLimit.D().String()
 			}
-			i += n
+			if s.try(what, c) {
+				removed, changed = true, true
+				// The steps before i stay where they were: go on with
+				// the chunk that ends where this one began.
+			}
 		}
 		if !removed || n > len(s.best.Timeline)/2 {
 			n /= 2
@@ -273,18 +287,11 @@ func whenClient(st scenario.Step) string {
 	return st.When.Client
 }
 
-// shorterLimit halves the time limit, down to a little after the last
-// step's fault is over.
+// shorterLimit halves the time limit, down to the tail of its timeline.
 func (s *search) shorterLimit() bool {
 	changed := false
 	for !s.stopped() {
-		floor := s.best.TTL*4 + scenario.Duration(time.Second)
-		for _, st := range s.best.Timeline {
-			if end := st.At + st.For + s.best.TTL*4 + scenario.Duration(time.Second); end > floor {
-				floor = end
-			}
-		}
-		limit := max(roundMs(s.best.TimeLimit/2), roundMs(floor))
+		limit := max(roundMs(s.best.TimeLimit/2), tail(s.best))
 		if limit >= s.best.TimeLimit {
 			break
 		}
@@ -298,9 +305,26 @@ func (s *search) shorterLimit() bool {
 	return changed
 }
 
+// tail is the shortest time limit that still holds every step's fault and
+// what follows it: four leases and a second after the last step ends (a
+// paused holder's late write, the next grants), and at least that after
+// the start.
+func tail(f *scenario.File) scenario.Duration {
+	after := f.TTL*4 + scenario.Duration(time.Second)
+	end := scenario.Duration(0)
+	for _, st := range f.Timeline {
+		end = max(end, st.At+st.For)
+	}
+	return roundMs(end + after)
+}
+
 // size says how big a scenario is, for the log.
 func size(f *scenario.File) string {
-	return fmt.Sprintf("%d steps, %d clients, time limit %s", len(f.Timeline), f.Clients, f.TimeLimit.D())
+	steps := "steps"
+	if len(f.Timeline) == 1 {
+		steps = "step"
+	}
+	return fmt.Sprintf("%d %s, %d clients, time limit %s", len(f.Timeline), steps, f.Clients, f.TimeLimit.D())
 }
 
 func clone(f *scenario.File) *scenario.File {

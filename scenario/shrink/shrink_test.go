@@ -63,7 +63,7 @@ func TestShrinkFindsTheOneStep(t *testing.T) {
 	assert.Less(t, m.Timeline[0].At.D(), 200*time.Millisecond, "the step starts as early as it can")
 	assert.False(t, out.OutOfBudget)
 	assert.GreaterOrEqual(t, runs, 3*out.Kept, "every kept candidate ran all its tries")
-	assert.Contains(t, log.String(), "keep  drop steps 1-4")
+	assert.Contains(t, log.String(), "keep  drop steps 5-8, time limit 10s", "the later half goes first, and the time after it")
 	assert.Contains(t, log.String(), "keep  2 clients")
 	assert.True(t, breaks(m))
 }

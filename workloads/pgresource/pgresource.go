@@ -1,7 +1,8 @@
 // Package pgresource is the protected resource kept by a real PostgreSQL
 // database (--resource postgres): one row per key holding the counter and
-// the highest fence written, fenced by the database's own conditional
-// UPDATE ... WHERE fence_token < $t, and an audit table each write appends
+// the highest fence written and read, fenced by the database's own
+// conditional UPDATE ... WHERE fence_token < $t AND read_fence <= $t, and an
+// audit table each write appends
 // to in its own transaction. The audit table, in the order of its bigserial
 // (a key's writes hold its row lock while they append, so that order is
 // their commit order), is the ground truth; Export writes it out as
@@ -28,13 +29,24 @@ import (
 // Name is the resource's name in --resource and results.
 const Name = "postgres"
 
-// The schema. fence_token starts at 0, below every fence a lock or the
-// sequence hands out.
+// The schema. fence_token (the highest fence written) and read_fence (the
+// highest fence a fenced read has shown) start at 0, below every fence a
+// lock or the sequence hands out.
+//
+// The first article fences with fence_token < $t alone, which is enough for
+// its blind write (the supplier's figure). The counter is a
+// read-modify-write, and for it that is not enough: a paused holder's write
+// can land between the next holder's read and its write, and the next
+// holder then overwrites a value it never read (a lost update lockcheck
+// found under load). So a fenced read records its fence, and a write with a
+// fence below one a read has shown is refused, the rule of the in-memory
+// resource.
 const schema = `
 CREATE TABLE IF NOT EXISTS lockcheck_counter (
 	key         text PRIMARY KEY,
 	value       bigint NOT NULL DEFAULT 0,
-	fence_token bigint NOT NULL DEFAULT 0
+	fence_token bigint NOT NULL DEFAULT 0,
+	read_fence  bigint NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS lockcheck_audit (
 	seq      bigserial PRIMARY KEY,
@@ -145,14 +157,19 @@ func (s *Store) failed(err error) error {
 	return err
 }
 
-// Read reads the key's counter.
+// Read reads the key's counter; in fenced mode it also records the
+// reader's fence, so that no lower fence can write after it.
 func (s *Store) Read(ctx context.Context, r resource.ReadRequest) (resource.ReadReply, error) {
 	q, err := s.on(ctx, r.Key)
 	if err != nil {
 		return resource.ReadReply{}, err
 	}
 	var v int64
-	err = q.QueryRow(ctx, `SELECT value FROM lockcheck_counter WHERE key = $1`, r.Key).Scan(&v)
+	if s.fenced && r.Fence != nil {
+		err = q.QueryRow(ctx, `UPDATE lockcheck_counter SET read_fence = GREATEST(read_fence, $2) WHERE key = $1 RETURNING value`, r.Key, *r.Fence).Scan(&v)
+	} else {
+		err = q.QueryRow(ctx, `SELECT value FROM lockcheck_counter WHERE key = $1`, r.Key).Scan(&v)
+	}
 	return resource.ReadReply{Value: v}, s.failed(err)
 }
 
@@ -168,7 +185,7 @@ func (s *Store) NextFence(ctx context.Context, r resource.FenceRequest) (resourc
 }
 
 // Write writes the counter, in fenced mode only if the database's own
-// condition fence_token < $fence holds, and appends the write to the audit
+// condition fence_token < $fence AND read_fence <= $fence holds, and appends the write to the audit
 // table in the same transaction.
 func (s *Store) Write(ctx context.Context, r resource.WriteRequest) (resource.WriteReply, error) {
 	q, err := s.on(ctx, r.Key)
@@ -189,9 +206,9 @@ func (s *Store) Write(ctx context.Context, r resource.WriteRequest) (resource.Wr
 }
 
 func write(ctx context.Context, tx pgx.Tx, r resource.WriteRequest, fenced bool) (resource.WriteReply, error) {
-	var prev, highest int64
+	var prev, highest, highestRead int64
 	// The row lock orders the key's writes and their audit entries.
-	if err := tx.QueryRow(ctx, `SELECT value, fence_token FROM lockcheck_counter WHERE key = $1 FOR UPDATE`, r.Key).Scan(&prev, &highest); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT value, fence_token, read_fence FROM lockcheck_counter WHERE key = $1 FOR UPDATE`, r.Key).Scan(&prev, &highest, &highestRead); err != nil {
 		return resource.WriteReply{}, err
 	}
 	reply := resource.WriteReply{Prev: prev}
@@ -200,7 +217,7 @@ func write(ctx context.Context, tx pgx.Tx, r resource.WriteRequest, fenced bool)
 		err error
 	)
 	if fenced {
-		tag, err = tx.Exec(ctx, `UPDATE lockcheck_counter SET value = $2, fence_token = $3 WHERE key = $1 AND fence_token < $3`, r.Key, r.Value, r.Fence)
+		tag, err = tx.Exec(ctx, `UPDATE lockcheck_counter SET value = $2, fence_token = $3 WHERE key = $1 AND fence_token < $3 AND read_fence <= $3`, r.Key, r.Value, r.Fence)
 	} else {
 		tag, err = tx.Exec(ctx, `UPDATE lockcheck_counter SET value = $2 WHERE key = $1`, r.Key, r.Value)
 	}
@@ -209,7 +226,7 @@ func write(ctx context.Context, tx pgx.Tx, r resource.WriteRequest, fenced bool)
 	}
 	reply.Accepted = tag.RowsAffected() == 1
 	if !reply.Accepted {
-		reply.Reason = refusal(r.Fence, highest)
+		reply.Reason = refusal(r.Fence, highest, highestRead)
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO lockcheck_audit (at, key, process, req, fence, read, value, prev, accepted, reason)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
@@ -218,11 +235,14 @@ func write(ctx context.Context, tx pgx.Tx, r resource.WriteRequest, fenced bool)
 }
 
 // refusal says why the conditional UPDATE matched no row.
-func refusal(fence *int64, highest int64) string {
-	if fence == nil {
+func refusal(fence *int64, highest, highestRead int64) string {
+	switch {
+	case fence == nil:
 		return "no fence (UPDATE ... WHERE fence_token < NULL matches no row)"
+	case *fence <= highest:
+		return fmt.Sprintf("fence %d is not above fence_token %d (UPDATE ... WHERE fence_token < %d matched no row)", *fence, highest, *fence)
 	}
-	return fmt.Sprintf("fence %d is not above fence_token %d (UPDATE ... WHERE fence_token < %d matched no row)", *fence, highest, *fence)
+	return fmt.Sprintf("fence %d is below read_fence %d, shown by a read (UPDATE ... WHERE read_fence <= %d matched no row)", *fence, highestRead, *fence)
 }
 
 // Export writes the audit table, in bigserial order, to log as

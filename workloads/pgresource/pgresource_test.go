@@ -19,13 +19,19 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// fencedStore starts a database with key k and opens a fenced store on it.
+func fencedStore(t *testing.T) (string, *pgresource.Store) {
+	addr := pgtest.Start(t)
+	require.NoError(t, pgresource.Setup(context.Background(), addr, []string{"k"}))
+	store := pgresource.Open(addr, 2*time.Second, true)
+	t.Cleanup(func() { store.Close() }) //nolint:errcheck // the test is over
+	return addr, store
+}
+
 func TestDatabaseFencesStaleWrites(t *testing.T) {
 	t.Parallel()
-	addr := pgtest.Start(t)
 	ctx := context.Background()
-	require.NoError(t, pgresource.Setup(ctx, addr, []string{"k"}))
-	store := pgresource.Open(addr, 2*time.Second, true)
-	defer store.Close()
+	addr, store := fencedStore(t)
 	tests := []struct {
 		name     string
 		fence    *int64
@@ -56,4 +62,30 @@ func TestDatabaseFencesStaleWrites(t *testing.T) {
 		assert.Equal(t, tests[i].accepted, e.Accepted, tests[i].name)
 		assert.Equal(t, int64(i+1), e.Seq)
 	}
+}
+
+// The interleaving lockcheck found under load with the article's
+// write-only condition: the next holder (fence 12) reads, the paused one
+// (fence 11) wakes and writes, and the next holder's write would overwrite a
+// value it never read. A fenced read records its fence, so the paused
+// holder's write is refused and the next holder's goes through.
+func TestDatabaseRefusesAWriteBelowAFenceAlreadyRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, store := fencedStore(t)
+
+	write := func(fence, read int64) resource.WriteReply {
+		reply, err := store.Write(ctx, resource.WriteRequest{Key: "k", Process: 1, Req: fmt.Sprint(fence), Fence: history.Int64(fence), Read: read, Value: read + 1})
+		require.NoError(t, err)
+		return reply
+	}
+	require.True(t, write(10, 0).Accepted)
+	got, err := store.Read(ctx, resource.ReadRequest{Key: "k", Fence: history.Int64(12)})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), got.Value)
+
+	stale := write(11, 1)
+	assert.False(t, stale.Accepted, "a fence below one a read has shown cannot write")
+	assert.Contains(t, stale.Reason, "below read_fence 12")
+	assert.True(t, write(12, got.Value).Accepted, "the reader's own fence writes")
 }

@@ -29,15 +29,23 @@ func Main(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// Start starts a real PostgreSQL node and returns its address; it stops
-// the node, and every process it forked, when the test ends, and fails the
-// test if one outlives it.
-func Start(t *testing.T) string {
+// Require fails the test unless PostgreSQL is installed, and returns its
+// server.
+func Require(t *testing.T) string {
 	t.Helper()
 	server, err := postgres.Server.Find(postgres.Server.Name)
 	if err != nil {
 		t.Fatalf("PostgreSQL is not installed (run scripts/setup): %v", err)
 	}
+	return server
+}
+
+// Start starts a real PostgreSQL node and returns its address; it stops
+// the node, and every process it forked, when the test ends, and fails the
+// test if one outlives it.
+func Start(t *testing.T) string {
+	t.Helper()
+	server := Require(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port

@@ -1,10 +1,10 @@
-// The etcd backend links the etcd server (its members are lockcheck
-// itself); a program that tests only other locks can leave it out with
-// -tags lockcheck_noetcd (see the package lockcheck's documentation).
-
-//go:build !lockcheck_noetcd
-
-package catalog
+// Package withetcd adds the etcd backend to the catalog. Its members are
+// lockcheck itself, so it links the etcd server, by far the largest
+// dependency lockcheck has: only a program that imports this package
+// carries it. cmd/lockcheck does; a program of your own that registers a
+// lock (package lockcheck) does not, unless it imports this package for the
+// etcd backend or an etcd topology.
+package withetcd
 
 import (
 	"fmt"
@@ -14,14 +14,15 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/etcd"
 )
 
 func init() {
-	Register(Backend{
+	catalog.Register(catalog.Backend{
 		Name:     "etcd",
 		Variants: etcd.Variants,
-		Nodes: func(_ Programs, params map[string]string) []backends.NodeSpec {
+		Nodes: func(_ catalog.Programs, params map[string]string) []backends.NodeSpec {
 			// The run flags validated the timing; a bad one here is the default.
 			t, _ := etcd.TimingFrom(params)
 			// Members are lockcheck itself (in tests, the test binary).
@@ -39,10 +40,10 @@ func init() {
 		Service: func(all []backends.Endpoint) any {
 			return etcd.NewCluster(all)
 		},
-		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
+		Open: func(s catalog.Spec, _ backends.Failpoint) (backends.Lock, error) {
 			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
-		Flags:     &Flags{Bind: etcdFlags},
+		Flags:     &catalog.Flags{Bind: etcdFlags},
 		Signature: []string{"pause-holder"},
 		RunNode:   etcd.RunMemberFromEnv,
 	})
@@ -50,10 +51,10 @@ func init() {
 
 // etcdFlags are the members' raft timing; they also fix the lease a session
 // really gets, which the default pause must outlast.
-func etcdFlags(fl *pflag.FlagSet) func(*Settings) error {
+func etcdFlags(fl *pflag.FlagSet) func(*catalog.Settings) error {
 	heartbeat := fl.Duration(etcd.ParamHeartbeat, etcd.DefaultTiming.Heartbeat, "etcd: raft heartbeat interval of the members")
 	election := fl.Duration(etcd.ParamElection, etcd.DefaultTiming.Election, "etcd: raft election timeout of the members; etcd's shortest lease is 1.5 times it, rounded up to whole seconds")
-	return func(s *Settings) error {
+	return func(s *catalog.Settings) error {
 		if s.Backend != "etcd" {
 			return nil
 		}
