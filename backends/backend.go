@@ -101,6 +101,17 @@ type NodeSpec struct {
 	Args func(self Endpoint, all []Endpoint) []string
 	// Env is extra environment for the process.
 	Env []string
+	// Proxyable says the node can be reached through the process runtime's
+	// proxies: it listens on Endpoint.ListenPort, tells others the address
+	// they reach it at (Ports), and its own connections come from
+	// Endpoint.Source or are named by Caller.
+	Proxyable bool
+	// Caller, if set, names the node of all that opened a connection to
+	// this one, from the first bytes it sent, or says "": for nodes whose
+	// own connections cannot come from an address of their choosing
+	// (Endpoint.Source), as an etcd member's cannot, so that the process
+	// runtime's proxies still know them as links.
+	Caller func(all []Endpoint) func(head []byte) string
 	// FakeClock starts the node under libfaketime so that a fault can move
 	// its wall clock alone.
 	FakeClock bool
@@ -217,6 +228,33 @@ type Endpoint struct {
 	Host, Bind string
 	Ports      []int
 	Dir        string
+	// Listen, if set, are the ports the node itself listens on, while
+	// everyone reaches it at Ports, through the process runtime's proxies;
+	// a node announces Ports as its own. Source, if set, is the address
+	// its own connections must come from, which tells the proxies of the
+	// other nodes who calls.
+	Listen []int
+	Source string
+}
+
+// ListenPort is the port the node's i-th port listens on itself.
+func (e Endpoint) ListenPort(i int) int {
+	if e.Listen != nil {
+		return e.Listen[i]
+	}
+	return e.Ports[i]
+}
+
+// Dialer is a dial function whose connections come from the loopback
+// address source, or from wherever the system picks when source is empty:
+// a client's connections go through the process runtime's proxies as its
+// own link.
+func Dialer(source string, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	if source != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
+	return d.DialContext
 }
 
 // Loopback is Host and Bind of a node that runs as a local process.

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -38,6 +39,9 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 		f := Fault{Kind: e.F, Target: target, Start: e.Time, End: e.Time, Failpoint: failpoint, Index: e.Index, Step: step}
 		if e.F == history.NemClockJump {
 			f.Detail = detail // the offset is the story
+		}
+		if e.F == history.NemPartition && len(e.Value.Links) > 0 {
+			f.Detail = "cut off from " + strings.Join(e.Value.Links, ", ") // only some links were cut
 		}
 		if v.Role == history.Starts {
 			for _, ended := range v.Ends {
@@ -92,6 +96,9 @@ func faultPhrase(f Fault) string {
 	case history.NemSwitchMaster:
 		return "after the failover to " + f.Target
 	case history.NemPartition:
+		if f.Detail != "" {
+			return "while " + f.Target + " was " + f.Detail
+		}
 		return "while " + f.Target + " was cut off the network"
 	case history.NemClockJump:
 		if f.Detail != "" {

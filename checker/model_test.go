@@ -226,6 +226,7 @@ func TestReasonFaultInForce(t *testing.T) {
 		{"healed before", pause, at(126), "11 ms after the pause of c0 healed"},
 		{"healed long before", pause, at(2115), "2.0s after the pause of c0 healed"},
 		{"partition in force", Fault{Kind: history.NemPartition, Target: "redis-1", Start: at(0), End: at(50)}, at(50), "while redis-1 was cut off the network"},
+		{"partition of some links in force", Fault{Kind: history.NemPartition, Target: "redis-1", Detail: "cut off from c0, redis-0", Start: at(0), End: at(50)}, at(50), "while redis-1 was cut off from c0, redis-0"},
 		{"a kill is told as after", Fault{Kind: history.NemKill, Target: "redis-0", Start: at(0), End: at(0)}, at(50), "after redis-0 was killed"},
 	}
 	for _, tt := range tests {

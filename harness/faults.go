@@ -13,16 +13,7 @@ import (
 // offers (nemesis.Validate). A refusal names the backends that would offer
 // what is missing. run, compare and scenario all come through here.
 func CheckFaults(cfg Config, b catalog.Backend) error {
-	faults := cfg.Run.Nemesis
-	if cfg.Script != nil { // a script names its actions; its fault actions run whole faults
-		faults = nil
-		for _, a := range cfg.Script {
-			if a.Do == "fault" {
-				faults = append(faults, a.Fault)
-			}
-		}
-	}
-	err := nemesis.Validate(faults, cfg.Run.Params, faultTopology(cfg, b))
+	err := nemesis.Validate(faultNames(cfg), cfg.Run.Params, faultTopology(cfg, b))
 	var missing *nemesis.UnavailableError
 	if errors.As(err, &missing) {
 		for _, name := range catalog.Names() {
@@ -38,6 +29,21 @@ func CheckFaults(cfg Config, b catalog.Backend) error {
 		}
 	}
 	return err
+}
+
+// faultNames are the faults the run injects: its --nemesis, or the fault
+// actions of its script, which run whole faults.
+func faultNames(cfg Config) []string {
+	if cfg.Script == nil {
+		return cfg.Run.Nemesis
+	}
+	var faults []string
+	for _, a := range cfg.Script {
+		if a.Do == "fault" {
+			faults = append(faults, a.Fault)
+		}
+	}
+	return faults
 }
 
 // faultTopology is what a run of cfg against b will offer the nemesis,
@@ -68,6 +74,14 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 	if t.Runtime == RuntimeDocker {
 		// Containers on the run's own network can be disconnected from it.
 		t.Offers = append(t.Offers, nemesis.CapPartition)
+	}
+	if networkOf(cfg, specs) == NetworkProxy {
+		// Every connection goes through lockcheck's proxies.
+		t.Offers = append(t.Offers, nemesis.CapPartition, nemesis.CapLinks, nemesis.CapShape)
+	}
+	if t.Runtime == RuntimeDocker && t.Nodes > 0 && checkLinkTools() == nil {
+		// Each node drops the addresses it is cut from.
+		t.Offers = append(t.Offers, nemesis.CapLinks)
 	}
 	if b.Service != nil && t.Nodes > 0 {
 		// The handle's type says what it can do; it is built on endpoints

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/harness/faketime"
+	"github.com/lockcheck/lockcheck/harness/netproxy"
 )
 
 // node is a server process of the lock service. It can be stopped,
@@ -82,11 +83,27 @@ func allocate(specs []backends.NodeSpec, root string) ([]backends.Endpoint, erro
 // A port taken by someone else between allocation and start is retried on
 // fresh ports.
 func startTopology(ctx context.Context, p *procs, specs []backends.NodeSpec, root string) ([]*node, error) {
+	nodes, _, err := startNodes(ctx, p, specs, root, false)
+	return nodes, err
+}
+
+// startNodes is startTopology, and with proxied set every node is reached
+// through a proxy of the returned network (proxyNodes); the caller closes
+// it after the nodes.
+func startNodes(ctx context.Context, p *procs, specs []backends.NodeSpec, root string, proxied bool) ([]*node, *netproxy.Network, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		eps, err := allocate(specs, root)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		var network *netproxy.Network
+		if proxied {
+			network = netproxy.New()
+			if lastErr = proxyNodes(network, specs, eps); lastErr != nil {
+				network.Close()
+				continue
+			}
 		}
 		nodes := make([]*node, len(specs))
 		for i := range specs {
@@ -100,16 +117,19 @@ func startTopology(ctx context.Context, p *procs, specs []backends.NodeSpec, roo
 			}
 		}
 		if lastErr == nil {
-			return nodes, nil
+			return nodes, network, nil
 		}
 		for _, n := range nodes {
 			n.Stop()
+		}
+		if network != nil {
+			network.Close()
 		}
 		if !errors.Is(lastErr, errPortInUse) {
 			break
 		}
 	}
-	return nil, lastErr
+	return nil, nil, lastErr
 }
 
 var errPortInUse = errors.New("port in use")

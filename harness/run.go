@@ -278,7 +278,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if len(cfg.Addrs) == 0 {
 		spec.Addrs = backend.Addrs(eps)
 	}
-	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
+	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
 	resWatchDone := make(chan struct{})
 	defer close(resWatchDone)
 	if memory != nil {
@@ -334,6 +334,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		env := nemesis.Env{
 			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
 			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
+		}
+		if f.links != nil {
+			env.Network = f
 		}
 		if cfg.Script != nil {
 			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
@@ -403,6 +406,9 @@ type fleet struct {
 	base  workerproc.Config
 	// service is the backend's service-level handle for the nemesis, if any.
 	service any
+	// links cut (and slow) single links between clients and nodes, if the
+	// run can.
+	links links
 
 	mu       sync.Mutex
 	slots    []*worker
@@ -449,6 +455,13 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 	wc := f.base
 	wc.Process = int(process)
 	wc.Seed = uint64(f.cfg.Run.Seed)*1000003 + uint64(process)
+	if f.links != nil {
+		source, err := f.links.source(slot)
+		if err != nil {
+			return err
+		}
+		wc.Lock.Source = source
+	}
 	raw, err := json.Marshal(wc)
 	if err != nil {
 		return err

@@ -72,6 +72,10 @@ type topology struct {
 	versionKey func(i int) string
 	// close heals what faults left (clocks) and removes every node.
 	close func()
+	// links cuts single links of the run's network, when its faults need
+	// that (process runtime: the proxies, ParamNetwork; docker: rules in
+	// each node's network namespace); close undoes it.
+	links links
 }
 
 // endpoints are where the servers listen.
@@ -114,6 +118,9 @@ func images(cfg Config, specs []backends.NodeSpec) map[string]string {
 func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) error {
 	switch runtimeOf(cfg) {
 	case RuntimeProcess:
+		if err := checkNetwork(cfg, specs); err != nil {
+			return err
+		}
 		return checkPrograms(cfg.Programs, b)
 	case RuntimeDocker:
 		for _, s := range specs {
@@ -139,11 +146,14 @@ func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) 
 // startTopologyFor brings the lock service up under the run's runtime.
 func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backends.NodeSpec, root string, log *slog.Logger) (*topology, error) {
 	if runtimeOf(cfg) != RuntimeDocker {
-		nodes, err := startTopology(ctx, p, specs, root)
+		nodes, network, err := startNodes(ctx, p, specs, root, networkOf(cfg, specs) == NetworkProxy)
 		if err != nil {
 			return nil, err
 		}
 		t := &topology{versionKey: func(i int) string { return specs[i].Program }}
+		if network != nil {
+			t.links = &proxyLinks{network}
+		}
 		for _, n := range nodes {
 			t.servers = append(t.servers, n)
 		}
@@ -151,6 +161,9 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 			resetClocks(nodes)
 			for _, n := range nodes {
 				n.Stop()
+			}
+			if network != nil {
+				network.Close() //nolint:errcheck // closing listeners of a run that ends
 			}
 		}
 		return t, nil
@@ -169,6 +182,12 @@ func startTopologyFor(ctx context.Context, cfg Config, p *procs, specs []backend
 	t := &topology{versionKey: func(i int) string { return specs[i].Command + " in " + nodes[i].Image() }}
 	for _, n := range nodes {
 		t.servers = append(t.servers, n)
+	}
+	if linksNeeded(cfg) {
+		if t.links, err = newContainerLinks(nodes); err != nil {
+			stop()
+			return nil, err
+		}
 	}
 	t.close = func() {
 		// A clock is a file in the node's directory, kept as evidence:

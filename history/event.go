@@ -140,6 +140,10 @@ type Value struct {
 	// write at all (NOREPLICAS, READONLY) rather than finding the lock
 	// busy.
 	Refused bool `json:"refused,omitempty"`
+	// Links, on a partition event, names everyone its target was cut
+	// from; on a slow-link or flaky-link event, the other ends of the
+	// target's links that the fault shaped.
+	Links []string `json:"links,omitempty"`
 }
 
 // Int64 returns a pointer to n, for the optional numeric fields of Value.

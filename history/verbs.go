@@ -43,6 +43,16 @@ type Verb struct {
 // NemCutReplicas closes a master's replication links; Target is the master.
 const NemCutReplicas = "cut-replicas"
 
+// The link faults: Target's links to Links are slowed (every message
+// delayed by DurationMs, Detail gives latency and jitter) or made to reset
+// a share of their connections, until the matching end.
+const (
+	NemSlowLink     = "slow-link"
+	NemSlowLinkEnd  = "slow-link-end"
+	NemFlakyLink    = "flaky-link"
+	NemFlakyLinkEnd = "flaky-link-end"
+)
+
 var verbs = map[string]Verb{
 	NemPause:        {Role: Starts, UntilEnd: true, State: "paused"},
 	NemResume:       {Role: Heals, Heals: NemPause},
@@ -52,6 +62,10 @@ var verbs = map[string]Verb{
 	NemClockReset:   {Role: Heals, Heals: NemClockJump},
 	NemPartition:    {Role: Starts, UntilEnd: true, State: "cut off the network"},
 	NemHeal:         {Role: Heals, Heals: NemPartition},
+	NemSlowLink:     {Role: Starts, UntilEnd: true, State: "on slow links"},
+	NemSlowLinkEnd:  {Role: Heals, Heals: NemSlowLink},
+	NemFlakyLink:    {Role: Starts, UntilEnd: true, State: "on flaky links"},
+	NemFlakyLinkEnd: {Role: Heals, Heals: NemFlakyLink},
 	NemSwitchMaster: {Role: Point},
 	NemCutReplicas:  {Role: Point},
 	NemKillSession:  {Role: Point},

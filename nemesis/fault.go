@@ -64,8 +64,16 @@ const (
 	// CapMajority: at least three nodes, so that a minority can be stopped
 	// and a bare majority remains.
 	CapMajority Capability = "majority"
-	// CapPartition: a node can be cut off the network (Partitioner).
+	// CapPartition: a node can be cut off the network (Partitioner, or
+	// the run's Network).
 	CapPartition Capability = "partition"
+	// CapLinks: single links between nodes and clients can be cut (the
+	// run's Network: the process runtime's proxies, or rules in each
+	// container's network namespace).
+	CapLinks Capability = "links"
+	// CapShape: single links can also be slowed or made to reset their
+	// connections (the process runtime's proxies).
+	CapShape Capability = "shape"
 	// CapLeader: the service names the node leading it (LeaderFinder).
 	CapLeader Capability = "leader"
 	// CapFailover: the service fails over by itself (FailoverService).
@@ -86,7 +94,9 @@ var capabilityText = map[Capability]string{
 	CapClock:     "a node under a faked clock (libfaketime)",
 	CapAllClocks: "every node under a faked clock (libfaketime)",
 	CapMajority:  "at least three nodes, so that a bare majority remains when a minority stops",
-	CapPartition: "nodes that can be cut off the network (--runtime docker)",
+	CapPartition: "nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy)",
+	CapLinks:     "links between clients and nodes that lockcheck can cut one by one (--runtime process with --network proxy, or --runtime docker as root)",
+	CapShape:     "links between clients and nodes that lockcheck carries (--runtime process with --network proxy)",
 	CapLeader:    "a service that names its leader",
 	CapFailover:  "a service that fails over by itself",
 	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",
@@ -216,6 +226,8 @@ type Settings struct {
 	RestartDelay time.Duration
 	// Wipe makes a restarted node come back with no data.
 	Wipe bool
+	// Links shape the network faults' links.
+	Links LinkConfig
 }
 
 // Params of the node faults.
@@ -231,7 +243,11 @@ func ParseSettings(params map[string]string) (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	s := Settings{Clock: clock, Wipe: params[ParamWipe] == "true"}
+	links, err := LinkSettings(params)
+	if err != nil {
+		return Settings{}, err
+	}
+	s := Settings{Clock: clock, Links: links, Wipe: params[ParamWipe] == "true"}
 	if v := params[ParamRestartDelay]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {

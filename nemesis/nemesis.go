@@ -89,6 +89,10 @@ type Env struct {
 	// Patience bounds how long a fault waits for its moment (a holder, a
 	// failpoint) before it gives up until the next step.
 	Patience time.Duration
+	// Network is the run's links between nodes and clients, or nil when
+	// its connections do not go through lockcheck (the process runtime
+	// with --network direct, the docker runtime).
+	Network Network
 }
 
 // Step is one fault of a schedule.

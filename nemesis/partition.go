@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -11,7 +13,7 @@ import (
 
 func init() {
 	register(Fault{Name: "partition", Inject: Partition, Needs: []Capability{CapPartition},
-		Help: "cut one node off the run's network for --pause, then heal it: the Sentinel master, the etcd leader, else a random node (a Redlock node). Needs --runtime docker"})
+		Help: "cut one node off the run's network (nodes and clients) for --pause, then heal it: the Sentinel master, the etcd leader, else a random node (a Redlock node)"})
 }
 
 // Partitioner is a node that can be cut off the network and joined again:
@@ -22,9 +24,82 @@ type Partitioner interface {
 	Heal(ctx context.Context) error
 }
 
+// Network is the run's links between nodes and clients, which lockcheck
+// carries (the process runtime's proxies): a fault puts every link
+// between a target of as and a target of bs in a state, and the zero
+// LinkRule heals them.
+type Network interface {
+	Shape(as, bs []Target, rule LinkRule) error
+}
+
+// LinkRule is the state of a link; the zero rule passes everything.
+type LinkRule struct {
+	// Cut drops everything either way, as a partition does.
+	Cut bool
+	// Latency, plus up to Jitter more, delays every message either way.
+	Latency, Jitter time.Duration
+	// Reset is the share of the link's connections reset (0 to 1).
+	Reset float64
+}
+
+// LinkConfig is how the network faults shape links.
+type LinkConfig struct {
+	// Clients is how many clients partition-minority puts with the cut
+	// node; 0 means a minority of them (partition cuts a node off alone).
+	Clients int
+	Latency time.Duration
+	Jitter  time.Duration
+	Reset   float64
+}
+
+// Params of the network faults.
+const (
+	ParamPartitionClients = "partition-clients" // clients on the minority side
+	ParamLatency          = "latency"           // slow-link's delay each way
+	ParamJitter           = "jitter"            // up to this much more
+	ParamResetShare       = "reset-share"       // flaky-link's share of connections reset
+)
+
+// Defaults of the network faults.
+const (
+	DefaultLatency    = 200 * time.Millisecond
+	DefaultJitter     = 50 * time.Millisecond
+	DefaultResetShare = 0.5
+)
+
+// LinkSettings reads the network faults' params; absent ones take their
+// defaults.
+func LinkSettings(params map[string]string) (LinkConfig, error) {
+	s := LinkConfig{Latency: DefaultLatency, Jitter: DefaultJitter, Reset: DefaultResetShare}
+	if v := params[ParamPartitionClients]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return s, fmt.Errorf("--%s %q: want a whole number of clients, 0 (a minority) or more", ParamPartitionClients, v)
+		}
+		s.Clients = n
+	}
+	for name, d := range map[string]*time.Duration{ParamLatency: &s.Latency, ParamJitter: &s.Jitter} {
+		if v := params[name]; v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil || parsed < 0 {
+				return s, fmt.Errorf("--%s %q: want a duration of 0 or more, such as 200ms", name, v)
+			}
+			*d = parsed
+		}
+	}
+	if v := params[ParamResetShare]; v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			return s, fmt.Errorf("--%s %q: want a share above 0 and at most 1, such as 0.5", ParamResetShare, v)
+		}
+		s.Reset = f
+	}
+	return s, nil
+}
+
 // ErrNoPartition means the runtime cannot cut nodes off: local processes
-// all share loopback.
-var ErrNoPartition = errors.New("the nodes cannot be cut off the network (partition needs --runtime docker)")
+// that reach each other directly all share loopback.
+var ErrNoPartition = errors.New("the nodes cannot be cut off the network (partition needs --runtime docker or --network proxy)")
 
 // Partition cuts one node off the run's network, so that neither the other
 // nodes nor any client reach it and it reaches no one, for env.Pause, then
@@ -38,7 +113,7 @@ func Partition(ctx context.Context, env *Env) (Landing, error) {
 		return missed("the service named no master or leader to cut off (between states)"), err
 	}
 	p, ok := target.(Partitioner)
-	if !ok {
+	if !ok && env.Network == nil {
 		return Landing{}, ErrNoPartition
 	}
 	var awaitSwitch func() (string, error)
@@ -50,20 +125,16 @@ func Partition(ctx context.Context, env *Env) (Landing, error) {
 			awaitSwitch = wait
 		}
 	}
-	if err := p.Partition(ctx); err != nil {
-		return Landing{}, err
-	}
-	env.Record(history.NemPartition, history.Value{Target: target.Name(), DurationMs: env.Pause.Milliseconds()})
-	cut := time.Now()
-	sleepCtx(ctx, env.Pause)
-	held := time.Since(cut)
-	// Heal even when the run is ending: teardown finds the node connected.
-	healCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	herr := p.Heal(healCtx)
-	env.Record(history.NemHeal, history.Value{Target: target.Name(), Detail: errText(herr)})
-	if herr != nil {
-		return Landing{}, herr
+	var held time.Duration
+	if ok {
+		if held, err = partitionContainer(ctx, env, p); err != nil {
+			return Landing{}, err
+		}
+	} else {
+		cut := split{side: []Target{target}, rest: everyoneBut(env, target)}
+		if held, err = cut.hold(ctx, env); err != nil {
+			return Landing{}, err
+		}
 	}
 	l := landed("%s was cut off the network for %s", target.Name(), held.Round(time.Millisecond))
 	if held+5*time.Millisecond < env.Pause {
@@ -78,6 +149,106 @@ func Partition(ctx context.Context, env *Env) (Landing, error) {
 		}
 	}
 	return l, nil
+}
+
+// partitionContainer disconnects a container from the run's network for
+// env.Pause and connects it again; it returns how long it was cut off.
+func partitionContainer(ctx context.Context, env *Env, p Partitioner) (time.Duration, error) {
+	if err := p.Partition(ctx); err != nil {
+		return 0, err
+	}
+	env.Record(history.NemPartition, history.Value{Target: p.Name(), DurationMs: env.Pause.Milliseconds()})
+	cut := time.Now()
+	sleepCtx(ctx, env.Pause)
+	held := time.Since(cut)
+	// Heal even when the run is ending: teardown finds the node connected.
+	healCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	herr := p.Heal(healCtx)
+	env.Record(history.NemHeal, history.Value{Target: p.Name(), Detail: errText(herr)})
+	return held, herr
+}
+
+// split is a partition of the run's network into two sides: every link
+// between a target of side and one of rest is cut. The events name each
+// target of side cut from the rest, and with mirror each target of rest
+// cut from the side too (two halves, rather than a few targets cut off
+// from everyone else).
+type split struct {
+	side, rest []Target
+	mirror     bool
+}
+
+// deal puts targets in the split in the order perm: the i-th of them on
+// the side when onSide(i), else in the rest.
+func deal[T Target](s *split, targets []T, perm []int, onSide func(i int) bool) {
+	for i, j := range perm {
+		if onSide(i) {
+			s.side = append(s.side, targets[j])
+		} else {
+			s.rest = append(s.rest, targets[j])
+		}
+	}
+}
+
+// hold cuts the split's links for env.Pause, recording each target of the
+// side as cut from every target of the rest, and heals them, also when
+// the run is ending. It returns how long the cut held.
+func (s split) hold(ctx context.Context, env *Env) (time.Duration, error) {
+	return s.holdWhile(ctx, env, func() { sleepCtx(ctx, env.Pause) })
+}
+
+// holdWhile is hold with the wait of the caller's choosing (watching the
+// service while the cut holds).
+func (s split) holdWhile(ctx context.Context, env *Env, wait func()) (time.Duration, error) {
+	if err := env.Network.Shape(s.side, s.rest, LinkRule{Cut: true}); err != nil {
+		return 0, err
+	}
+	// A client restarted meanwhile has another name by the heal; the heal
+	// names what the cut named. The side's first target (the node a
+	// minority is cut off with) is recorded last: a verdict names the
+	// latest fault in force, and that node's cut is the story.
+	cutNames, from := names(s.side), names(s.rest)
+	slices.Reverse(cutNames)
+	for _, name := range cutNames {
+		env.Record(history.NemPartition, history.Value{Target: name, DurationMs: env.Pause.Milliseconds(), Links: from})
+	}
+	if s.mirror {
+		for _, name := range from {
+			env.Record(history.NemPartition, history.Value{Target: name, DurationMs: env.Pause.Milliseconds(), Links: names(s.side)})
+		}
+		cutNames = append(cutNames, from...)
+	}
+	cut := time.Now()
+	wait()
+	held := time.Since(cut)
+	herr := env.Network.Shape(s.side, s.rest, LinkRule{})
+	for _, name := range cutNames {
+		env.Record(history.NemHeal, history.Value{Target: name, Detail: errText(herr)})
+	}
+	return held, herr
+}
+
+// everyoneBut is every node and client of the run but t.
+func everyoneBut(env *Env, t Target) []Target {
+	var out []Target
+	for _, n := range env.Targets.Nodes() {
+		if n.Name() != t.Name() {
+			out = append(out, n)
+		}
+	}
+	for _, c := range env.Targets.Clients() {
+		out = append(out, c)
+	}
+	return out
+}
+
+func names(ts []Target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name()
+	}
+	return out
 }
 
 // partitionTarget names the node to cut off; nil with no error means the

@@ -694,7 +694,13 @@ func (b *builder) nodeStates(h *history.History, end int64) {
 			closeBar(node, "node-paused", e.Time) // a killed process is no longer stopped
 			openBar(node, "node-killed", e.Time, "killed")
 		case history.NemPartition:
-			openBar(node, "node-partitioned", e.Time, "cut off the network")
+			// A cut of single links names the other ends; a container
+			// disconnected from the run's network is cut off from all.
+			text := "cut off the network"
+			if len(e.Value.Links) > 0 {
+				text = "cut from: " + strings.Join(e.Value.Links, ", ")
+			}
+			openBar(node, "node-partitioned", e.Time, text)
 		case history.NemHeal:
 			closeBar(node, "node-partitioned", e.Time)
 			if detail != "" {

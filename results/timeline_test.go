@@ -49,20 +49,32 @@ func TestTimelineNodeLanes(t *testing.T) {
 	}
 }
 
-// A partition is a bar on the node's lane from the cut to the heal, and a
-// band across the timeline.
+// A partition is a bar on the node's lane from the cut to the heal, naming
+// whom the node was cut from when only some links were cut, and a band
+// across the timeline.
 func TestTimelineNodePartition(t *testing.T) {
-	h := storyHistory(plain)
-	for _, e := range []history.Event{
-		{Time: at(20_000), Process: history.Nemesis, Type: history.Info, F: history.NemPartition, Value: &history.Value{Target: "redis-0"}},
-		{Time: at(24_000), Process: history.Nemesis, Type: history.Info, F: history.NemHeal, Value: &history.Value{Target: "redis-0"}},
+	for _, tc := range []struct {
+		name  string
+		links []string
+		bar   string
+	}{
+		{"cut off whole (a container)", nil, "redis-0 cut off the network from 20.000 s to 24.000 s"},
+		{"cut from some (the proxies)", []string{"c1", "c2", "redis-1"}, "redis-0 cut from: c1, c2, redis-1 from 20.000 s to 24.000 s"},
 	} {
-		e.Index = int64(len(h.Events))
-		h.Events = append(h.Events, e)
+		t.Run(tc.name, func(t *testing.T) {
+			h := storyHistory(plain)
+			for _, e := range []history.Event{
+				{Time: at(20_000), Process: history.Nemesis, Type: history.Info, F: history.NemPartition, Value: &history.Value{Target: "redis-0", Links: tc.links}},
+				{Time: at(24_000), Process: history.Nemesis, Type: history.Info, F: history.NemHeal, Value: &history.Value{Target: "redis-0"}},
+			} {
+				e.Index = int64(len(h.Events))
+				h.Events = append(h.Events, e)
+			}
+			svg := svgOf(t, renderReport(t, h, checker.Check(h, nil, checker.Options{})))
+			assert.Equal(t, []string{tc.bar}, titlesOf(svg, "node-partitioned"))
+			assert.Contains(t, titlesOf(svg, "fault-partition"), "partition redis-0 from 20.000 s to 24.000 s")
+		})
 	}
-	svg := svgOf(t, renderReport(t, h, checker.Check(h, nil, checker.Options{})))
-	assert.Equal(t, []string{"redis-0 cut off the network from 20.000 s to 24.000 s"}, titlesOf(svg, "node-partitioned"))
-	assert.Contains(t, titlesOf(svg, "fault-partition"), "partition redis-0 from 20.000 s to 24.000 s")
 }
 
 func TestTimelineNodeClock(t *testing.T) {

@@ -30,6 +30,9 @@ type Spec struct {
 	// Fence asks the backend for its own fence (INCR for Redis).
 	Fence   bool          `json:"fence"`
 	Timeout time.Duration `json:"timeout"`
+	// Source, if set, is the loopback address the client's connections
+	// come from: its own link in the process runtime's network.
+	Source string `json:"source,omitempty"`
 	// Extra carries backend-specific settings (a Sentinel master name, ...).
 	Extra map[string]string `json:"extra,omitempty"`
 }

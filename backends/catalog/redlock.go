@@ -48,7 +48,7 @@ func fiveMasters(name, variant string, open func(redlock.Options) (backends.Lock
 // shares them.
 func redlockOptions(s Spec) (redlock.Options, error) {
 	return redlock.ParseParams(s.Extra, redlock.Options{
-		Nodes: redlock.NamedNodes(s.Addrs), TTL: s.TTL, Fence: s.Fence,
+		Nodes: redlock.NamedNodes(s.Addrs), TTL: s.TTL, Fence: s.Fence, Source: s.Source,
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -17,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/lockcheck/lockcheck/backends"
 )
@@ -49,6 +51,9 @@ type Options struct {
 	// Timeout bounds each operation; one that runs out has an unknown
 	// outcome.
 	Timeout time.Duration
+	// Source is the address the client's connections come from (the
+	// process runtime's network tells clients apart by it).
+	Source string
 }
 
 // Lock is an etcd lock client. It keeps one session and replaces it when
@@ -72,11 +77,18 @@ func New(opts Options) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   opts.Endpoints,
 		DialTimeout: opts.Timeout,
 		Logger:      logger,
-	})
+	}
+	if opts.Source != "" {
+		dial := backends.Dialer(opts.Source, opts.Timeout)
+		cfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		})}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, err
 	}

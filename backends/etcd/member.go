@@ -15,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 
 	"github.com/lockcheck/lockcheck/backends"
@@ -95,12 +97,12 @@ func Node(name, program string, t Timing) backends.NodeSpec {
 			return []string{
 				"--name", self.Name,
 				"--data-dir", filepath.Join(self.Dir, dataDir),
-				"--listen-client-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.Ports[0])),
+				"--listen-client-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.ListenPort(0))),
 				"--advertise-client-urls", "http://" + self.AddrOf(0),
-				"--listen-peer-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.Ports[1])),
+				"--listen-peer-urls", "http://" + net.JoinHostPort(self.BindAddr(), strconv.Itoa(self.ListenPort(1))),
 				"--initial-advertise-peer-urls", peerURL(self),
 				"--initial-cluster", strings.Join(peers, ","),
-				"--initial-cluster-token", "lockcheck",
+				"--initial-cluster-token", clusterToken,
 				// A restarted member finds its data directory and ignores this.
 				"--initial-cluster-state", "new",
 				"--heartbeat-interval", strconv.FormatInt(t.Heartbeat.Milliseconds(), 10),
@@ -111,6 +113,8 @@ func Node(name, program string, t Timing) backends.NodeSpec {
 			}
 		},
 		Env:       []string{MemberEnv + "=1"},
+		Caller:    PeerCaller,
+		Proxyable: true,
 		DataPaths: []string{dataDir},
 		Ready:     listening,
 		Version:   version,
@@ -140,6 +144,38 @@ const walSegmentBytes = 4 << 20
 const LogFile = "etcd.log"
 
 func peerURL(e backends.Endpoint) string { return "http://" + e.AddrOf(1) }
+
+// clusterToken is the members' --initial-cluster-token, part of each
+// member's ID.
+const clusterToken = "lockcheck"
+
+// PeerCaller names the member that opened a connection to a peer port:
+// every raft message and stream request a member sends carries its member
+// ID (X-Server-From), which etcd derives from its peer URL and the cluster
+// token. The member's own connections cannot come from an address of its
+// choosing: etcd binds them to an advertised address only when that is not
+// loopback.
+func PeerCaller(all []backends.Endpoint) func(head []byte) string {
+	ids := map[string]string{}
+	for _, e := range all {
+		if len(e.Ports) < 2 {
+			continue
+		}
+		urls, err := types.NewURLs([]string{peerURL(e)})
+		if err != nil {
+			continue
+		}
+		ids[membership.NewMember(e.Name, urls, clusterToken, nil).ID.String()] = e.Name
+	}
+	return func(head []byte) string {
+		for _, line := range strings.Split(string(head), "\r\n") {
+			if name, ok := strings.CutPrefix(line, "X-Server-From: "); ok {
+				return ids[name]
+			}
+		}
+		return ""
+	}
+}
 
 // listening is a member's own readiness: its client port accepts
 // connections. A lone member of a new cluster cannot serve requests before

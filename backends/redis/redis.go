@@ -54,6 +54,8 @@ type Options struct {
 	// outcome.
 	Timeout   time.Duration
 	Failpoint backends.Failpoint
+	// Source is the address the client's connections come from (Spec.Source).
+	Source string
 }
 
 // Lock is a Redis lock client.
@@ -69,6 +71,7 @@ func New(opts Options) (*Lock, error) {
 	}
 	return NewWithClient(opts, goredis.NewClient(&goredis.Options{
 		Addr:         opts.Addr,
+		Dialer:       backends.Dialer(opts.Source, opts.Timeout),
 		DialTimeout:  opts.Timeout,
 		ReadTimeout:  opts.Timeout,
 		WriteTimeout: opts.Timeout,
@@ -252,9 +255,9 @@ func Node(name, program string) backends.NodeSpec {
 		Program: program,
 		Ports:   1,
 		Args: func(self backends.Endpoint, _ []backends.Endpoint) []string {
-			return []string{
+			return append([]string{
 				"--bind", self.BindAddr(),
-				"--port", strconv.Itoa(self.Ports[0]),
+				"--port", strconv.Itoa(self.ListenPort(0)),
 				"--dir", self.Dir,
 				"--logfile", "redis.log",
 				"--save", "",
@@ -263,12 +266,29 @@ func Node(name, program string) backends.NodeSpec {
 				// Protected mode refuses everyone but loopback; a node in a
 				// container is reached over the run's private network.
 				"--protected-mode", ProtectedMode(self),
-			}
+			}, Proxied(self)...)
 		},
-		Ready:   ping,
-		Version: version,
-		Image:   Image,
-		Command: Server.Name,
+		Ready:     ping,
+		Version:   version,
+		Image:     Image,
+		Command:   Server.Name,
+		Proxyable: true,
+	}
+}
+
+// Proxied are the settings of a node others reach through the process
+// runtime's proxies, none otherwise: its replication and sentinel links
+// come from its own address (Endpoint.Source), so that the proxies know
+// them as its links, and as a replica it announces the address everyone
+// reaches it at, so that its master and the sentinels name that one.
+func Proxied(self backends.Endpoint) []string {
+	if self.Source == "" {
+		return nil
+	}
+	return []string{
+		"--bind-source-addr", self.Source,
+		"--replica-announce-ip", self.HostName(),
+		"--replica-announce-port", strconv.Itoa(self.Ports[0]),
 	}
 }
 

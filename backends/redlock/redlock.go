@@ -82,6 +82,9 @@ type Node struct {
 type Options struct {
 	Nodes []Node
 	TTL   time.Duration
+	// Source is the address the client's connections come from (the
+	// process runtime's network tells clients apart by it).
+	Source string
 	// NodeTimeout bounds each command on one node; 0 means TTL/10. It must be
 	// small against the TTL so that a dead or stopped node does not eat the
 	// validity of the round.
@@ -127,11 +130,12 @@ type Cluster struct {
 }
 
 // Dial returns a cluster client; it connects lazily.
-func Dial(nodes []Node, timeout time.Duration) *Cluster {
+func Dial(nodes []Node, timeout time.Duration, source string) *Cluster {
 	c := &Cluster{nodes: nodes, timeout: timeout}
 	for _, n := range nodes {
 		c.clients = append(c.clients, goredis.NewClient(&goredis.Options{
 			Addr:        n.Addr,
+			Dialer:      backends.Dialer(source, timeout),
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
 			ContextTimeoutEnabled: true,
 			// A retried SET NX could be applied twice; each command is sent
@@ -209,7 +213,7 @@ func New(opts Options) (*Lock, error) {
 		return nil, errors.New("redlock needs a positive TTL")
 	}
 	opts = opts.withDefaults()
-	return &Lock{opts: opts, cluster: Dial(opts.Nodes, opts.NodeTimeout), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}, nil
+	return &Lock{opts: opts, cluster: Dial(opts.Nodes, opts.NodeTimeout, opts.Source), rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}, nil
 }
 
 // Acquire plays up to Tries rounds. A round that is not won is released on

@@ -46,7 +46,7 @@ func New(opts redlock.Options) (*Lock, error) {
 	if opts.Tries <= 0 {
 		opts.Tries = 1
 	}
-	cluster := redlock.Dial(opts.Nodes, opts.NodeTimeout)
+	cluster := redlock.Dial(opts.Nodes, opts.NodeTimeout, opts.Source)
 	pools := make([]rsredis.Pool, 0, len(opts.Nodes))
 	for _, rdb := range cluster.Clients() {
 		pools = append(pools, rsgoredis.NewPool(rdb))

@@ -18,6 +18,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/redis"
 )
 
@@ -129,6 +130,7 @@ func New(opts redis.Options, sentinelAddrs []string) (*redis.Lock, error) {
 	return redis.NewWithClient(opts, goredis.NewFailoverClient(&goredis.FailoverOptions{
 		MasterName:    MasterName,
 		SentinelAddrs: sentinelAddrs,
+		Dialer:        backends.Dialer(opts.Source, opts.Timeout),
 		DialTimeout:   opts.Timeout,
 		ReadTimeout:   opts.Timeout,
 		WriteTimeout:  opts.Timeout,

@@ -90,7 +90,7 @@ func sentinelConfig(self backends.Endpoint, all []backends.Endpoint, s Settings)
 	lines := []string{
 		"bind " + self.BindAddr(),
 		"protected-mode " + redis.ProtectedMode(self),
-		"port " + strconv.Itoa(self.Ports[0]),
+		"port " + strconv.Itoa(self.ListenPort(0)),
 		"dir " + self.Dir,
 		"logfile sentinel.log",
 		"daemonize no",
@@ -99,6 +99,13 @@ func sentinelConfig(self backends.Endpoint, all []backends.Endpoint, s Settings)
 		fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, s.DownAfter.Milliseconds()),
 		fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, s.FailoverTimeout.Milliseconds()),
 		fmt.Sprintf("sentinel parallel-syncs %s 1", MasterName),
+	}
+	if self.Source != "" {
+		// Through the process runtime's proxies: the sentinel's links come
+		// from its own address, and it tells the others (hello messages)
+		// the address they reach it at.
+		lines = append(lines, "bind-source-addr "+self.Source,
+			"sentinel announce-ip "+self.HostName(), "sentinel announce-port "+strconv.Itoa(self.Ports[0]))
 	}
 	for i := 1; i < dataNodes; i++ {
 		replica := endpoint(all, DataName(i))

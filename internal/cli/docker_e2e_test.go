@@ -37,7 +37,11 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 		{"sentinel, no faults", []string{"--backend", "sentinel", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
 		{"sentinel, failover-lost-lock", []string{"--backend", "sentinel", "--nemesis", "failover-lost-lock", "--ttl", "10s",
 			"--pause", "4s", "--nemesis-interval", "2s", "--time-limit", "15s"}, exitInvalid},
+		// Jepsen's Redis partition: proxies in the process runtime, per-container rules in docker.
+		{"sentinel, partition-minority", []string{"--backend", "sentinel", "--nemesis", "partition-minority", "--workload", "unfenced", "--ttl", "10s",
+			"--pause", "12s", "--nemesis-interval", "3s", "--time-limit", "20s"}, exitInvalid},
 		{"redlock, no faults", []string{"--backend", "redlock", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		{"etcd, partition-minority", []string{"--backend", "etcd", "--nemesis", "partition-minority", "--ttl", "2s", "--time-limit", "12s"}, exitValid},
 		{"redlock, clock-pause", []string{"--backend", "redlock", "--nemesis", "clock-pause", "--ttl", "2s", "--time-limit", "15s"}, exitInvalid},
 		{"etcd, no faults", []string{"--backend", "etcd", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
 		{"etcd, pause-holder", []string{"--backend", "etcd", "--nemesis", "pause-holder", "--ttl", "1s", "--time-limit", "12s"}, exitInvalid},
@@ -77,13 +81,16 @@ func runRuntime(t *testing.T, args []string) (invocation, *results.Results, bool
 	return inv, res, landed
 }
 
-// The docker runtime's bad input: an unknown runtime, a partition without
-// containers.
+// The docker runtime's bad input: an unknown runtime, a partition of
+// processes that cannot run behind lockcheck's proxies, or reached
+// directly.
 func TestRuntimeRefusesBadInput(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
 		{"unknown runtime", []string{"--runtime", "podman"}, `--runtime "podman": choose process or docker`},
-		{"partition of processes", []string{"--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker); backend redis under --runtime process has none"},
+		{"partition of processes", []string{"--backend", "zookeeper", "--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy); backend zookeeper under --runtime process has none"},
+		{"partition of processes reached directly", []string{"--network", "direct", "--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy); backend redis under --runtime process has none"},
+		{"link fault under docker", []string{"--runtime", "docker", "--nemesis", "slow-link"}, "--nemesis slow-link needs links between clients and nodes that lockcheck carries (--runtime process with --network proxy); backend redis under --runtime docker has none"},
 	})
 }
 

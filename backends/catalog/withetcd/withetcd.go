@@ -41,7 +41,7 @@ func init() {
 			return etcd.NewCluster(all)
 		},
 		Open: func(s catalog.Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout})
+			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
 		Flags:     &catalog.Flags{Bind: etcdFlags},
 		Signature: []string{"pause-holder"},
