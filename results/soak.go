@@ -22,8 +22,9 @@ import (
 //	history-0001.jsonl.zst   the segment's history, zstd-compressed
 //	resource-0001.jsonl.zst  its resource log, when it has one
 //	results-0001.json        its results.json
-//	report-0001.html         its report (with the timeline), kept only when
-//	                         the segment found an anomaly
+//	report-0001.html         its report (with the timeline) zoomed on the
+//	                         first findings, kept for the first segment
+//	                         with each kind of anomaly
 //	soak.json                the soak's summary, rewritten after each segment
 //	junit.xml                one test case per segment
 //
@@ -68,6 +69,9 @@ type Soak struct {
 	FaultsLanded    int       `json:"faults_landed"`
 	AnomalySegments int       `json:"anomaly_segments"`
 	Schema          int       `json:"schema"`
+
+	// reported are the checks whose anomalies a kept report shows.
+	reported map[string]bool
 }
 
 // SoakSegment is one segment's line of soak.json.
@@ -90,14 +94,15 @@ type SoakSegment struct {
 
 // NewSoak starts the summary of a soak.
 func NewSoak() *Soak {
-	return &Soak{Valid: checker.Valid, AcquireLatency: make([]int64, len(LatencyBoundsMs)+1), LatencyBoundsMs: LatencyBoundsMs, Schema: Schema, Segments: []SoakSegment{}}
+	return &Soak{Valid: checker.Valid, AcquireLatency: make([]int64, len(LatencyBoundsMs)+1), LatencyBoundsMs: LatencyBoundsMs, Schema: Schema, Segments: []SoakSegment{}, reported: map[string]bool{}}
 }
 
 // ArchiveSegment moves segment n out of runDir (a run directory lockcheck
 // run wrote and checked) into the soak directory dir: the history and the
-// resource log compressed, results.json, and the report when the segment
-// found an anomaly, zoomed on its first findings. It adds the segment to s and returns what it added;
-// runDir is removed once everything is in place.
+// resource log compressed, results.json, and its report zoomed on its
+// first findings when it found an anomaly of a check no earlier segment's
+// report shows. It adds the segment to s and returns what it added; runDir
+// is removed once everything is in place.
 func (s *Soak) ArchiveSegment(dir, runDir string, n int, fenced bool, opts checker.Options) (SoakSegment, error) {
 	res, err := ReadResults(runDir)
 	if err != nil {
@@ -126,7 +131,7 @@ func (s *Soak) ArchiveSegment(dir, runDir string, n int, fenced bool, opts check
 	if err := copyFile(filepath.Join(runDir, ResultsFile), filepath.Join(dir, SegmentName("results", n, ".json"))); err != nil {
 		return SoakSegment{}, err
 	}
-	if len(seg.Anomalies) > 0 {
+	if s.firstOfItsKind(seg.Anomalies) {
 		seg.Report = SegmentName("report", n, ".html")
 		if err := writeZoomedReport(historyPath, filepath.Join(runDir, ResourceFile), filepath.Join(dir, seg.Report), opts); err != nil {
 			return SoakSegment{}, err
@@ -134,6 +139,20 @@ func (s *Soak) ArchiveSegment(dir, runDir string, n int, fenced bool, opts check
 	}
 	s.add(seg, latency)
 	return seg, os.RemoveAll(runDir)
+}
+
+// firstOfItsKind reports whether a segment found anomalies of a check no
+// earlier segment's kept report shows, and notes them as shown: a soak
+// keeps the report of the first segment with each kind of anomaly, so
+// that a night of the same anomaly keeps one report, not one a segment.
+func (s *Soak) firstOfItsKind(anomalies map[string]int) bool {
+	first := false
+	for check := range anomalies {
+		if !s.reported[check] {
+			s.reported[check], first = true, true
+		}
+	}
+	return first
 }
 
 // writeZoomedReport writes the report of the history at historyPath to

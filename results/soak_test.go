@@ -85,3 +85,20 @@ func TestSegmentRoundTrip(t *testing.T) {
 		assert.Equal(t, want, string(b), name)
 	}
 }
+
+// A soak keeps the report of the first segment with each kind of anomaly.
+func TestSoakKeepsOneReportPerKindOfAnomaly(t *testing.T) {
+	s := NewSoak()
+	for _, tt := range []struct {
+		anomalies map[string]int
+		kept      bool
+	}{
+		{map[string]int{}, false},
+		{map[string]int{"resource": 3}, true},
+		{map[string]int{"resource": 5}, false},
+		{map[string]int{"resource": 1, "double_ownership": 2}, true},
+		{map[string]int{"double_ownership": 9}, false},
+	} {
+		assert.Equal(t, tt.kept, s.firstOfItsKind(tt.anomalies), "%v", tt.anomalies)
+	}
+}

@@ -39,8 +39,9 @@ directory (<out>/<timestamp>-soak-<backend>-<workload>):
 
   history-0001.jsonl.zst, resource-0001.jsonl.zst   zstd-compressed
   results-0001.json                                  the segment's results.json
-  report-0001.html                                   its report and timeline,
-                                                     kept when it found an anomaly
+  report-0001.html                                   its report and timeline, for
+                                                     the first segment with each
+                                                     kind of anomaly
   soak.json, junit.xml                               rewritten after each segment
 
 A segment starts with nothing held and nothing in flight, so each one is

@@ -79,11 +79,21 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
 	require.Len(t, s.Segments, 4, "20s in segments of 5s")
 	assert.False(t, s.Interrupted)
+	reported := map[string]bool{}
 	for i, seg := range s.Segments {
 		assert.Equal(t, i+1, seg.Segment)
 		assert.Equal(t, s.Seed+int64(i), seg.Seed, "each segment draws its faults from a seed of its own")
 		assert.Positive(t, seg.Events)
-		assert.Equal(t, seg.Report != "", len(seg.Anomalies) > 0, "a report is kept for a segment with anomalies")
+		newKind := false
+		for check := range seg.Anomalies {
+			newKind = newKind || !reported[check]
+			reported[check] = true
+		}
+		assert.Equal(t, newKind, seg.Report != "", "segment %d: a report is kept for the first segment with each kind of anomaly", seg.Segment)
+		if seg.Report != "" {
+			_, err := os.Stat(filepath.Join(dir, seg.Report))
+			assert.NoError(t, err)
+		}
 	}
 	var landed, buckets int64
 	for _, seg := range s.Segments {
