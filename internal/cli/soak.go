@@ -49,6 +49,9 @@ checkable on its own: lockcheck check history-0001.jsonl.zst. The soak
 directory's size follows the number of segments, not their events, and
 lockcheck's memory follows one segment.
 
+With --stop-on-anomaly the segment that finds the first anomaly ends
+there (as at its time limit), is archived, and the soak stops.
+
 Ctrl-C ends the current segment as at its time limit (healing every fault),
 checks and archives it; a crash loses only the segment being run.
 
@@ -132,7 +135,7 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 		seg.Limit, seg.Run.TimeLimitMs = limit, limit.Milliseconds()
 		seg.Run.Seed = f.seed + int64(n-1)
 		label := fmt.Sprintf("segment %d", n)
-		out, err := runSegment(ctx, seg, opts, cmd, label)
+		out, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
 		if out.Dir == "" {
 			if err == nil {
 				err = errors.New("the segment left no run directory")
@@ -156,6 +159,10 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
 		}
+		if f.stopOnAnomaly && len(archived.Anomalies) > 0 {
+			fmt.Fprintf(stdout, "%s found an anomaly: the soak stops (--stop-on-anomaly)\n", label)
+			break
+		}
 	}
 	// Every segment is archived: what is left is the link to the latest.
 	if err := os.RemoveAll(cfg.Out); err != nil {
@@ -170,13 +177,15 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 }
 
 // runSegment runs and checks one segment as lockcheck run does, with the
-// online check on its progress line; the summary of its check is dropped
-// (the soak prints a line per segment).
-func runSegment(ctx context.Context, cfg harness.Config, opts checker.Options, cmd *cobra.Command, label string) (harness.Outcome, error) {
-	online := newOnlineCheck(opts, cfg.Run.Fenced(), false)
+// online check on its progress line (ending the segment at its first
+// anomaly when stopOnAnomaly); the summary of its check is dropped (the
+// soak prints a line per segment).
+func runSegment(ctx context.Context, cfg harness.Config, opts checker.Options, stopOnAnomaly bool, cmd *cobra.Command, label string) (harness.Outcome, error) {
+	online := newOnlineCheck(opts, cfg.Run.Fenced(), stopOnAnomaly)
 	go online.follow()
 	defer online.close()
 	cfg.OnProgress = online.progress(progressLine(cmd.ErrOrStderr(), label))
+	cfg.Stop = online.stop
 	out, _, err := runAndCheck(ctx, cfg, opts, io.Discard, cmd.ErrOrStderr())
 	return out, err
 }

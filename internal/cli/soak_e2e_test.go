@@ -146,6 +146,27 @@ func TestSoakInterruptKeepsSegments(t *testing.T) {
 	assertSegmentsCheckAlone(t, dir, s)
 }
 
+// With --stop-on-anomaly the soak ends with the first segment that found an
+// anomaly.
+func TestSoakStopsOnAnomaly(t *testing.T) {
+	requireRedisServer(t)
+	store := t.TempDir()
+	inv := lockcheck("soak", "--out", store, "--duration", "45s", "--segment", "15s", "--backend", "redis",
+		"--nemesis", "pause-holder", "--workload", "unfenced", "--seed", "4", "--stop-on-anomaly")
+	_, s := readSoak(t, store)
+	assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
+	require.NotEmpty(t, s.Segments)
+	for _, seg := range s.Segments[:len(s.Segments)-1] {
+		assert.Empty(t, seg.Anomalies, "the soak went on after segment %d's anomaly", seg.Segment)
+	}
+	if last := s.Segments[len(s.Segments)-1]; len(last.Anomalies) > 0 {
+		assert.NotNil(t, last.FirstAnomalyMs)
+		assert.Contains(t, inv.stdout, "the soak stops (--stop-on-anomaly)")
+	} else {
+		assert.Len(t, s.Segments, 3, "with no anomaly every segment runs")
+	}
+}
+
 func TestSoakBadFlagsAreOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"soak", "--out", store}, []badInput{
