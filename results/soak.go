@@ -193,6 +193,15 @@ func (s *Soak) add(seg SoakSegment, latency []int64) {
 	}
 }
 
+// Interrupt notes that the soak ended before its duration: its verdict
+// is then unknown unless a segment's is false, as an interrupted run's.
+func (s *Soak) Interrupt() {
+	s.Interrupted = true
+	if s.Valid == checker.Valid {
+		s.Valid = checker.Unknown
+	}
+}
+
 // Write rewrites soak.json and junit.xml in dir, each atomically: a crash
 // leaves the previous ones.
 func (s *Soak) Write(dir string) error {

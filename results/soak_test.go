@@ -102,3 +102,18 @@ func TestSoakKeepsOneReportPerKindOfAnomaly(t *testing.T) {
 		assert.Equal(t, tt.kept, s.firstOfItsKind(tt.anomalies), "%v", tt.anomalies)
 	}
 }
+
+// A soak cut short is never a pass, and a false one stays false.
+func TestSoakInterrupt(t *testing.T) {
+	for _, tt := range []struct{ before, want checker.Validity }{
+		{checker.Valid, checker.Unknown},
+		{checker.Unknown, checker.Unknown},
+		{checker.Invalid, checker.Invalid},
+	} {
+		s := NewSoak()
+		s.add(SoakSegment{Segment: 1, Valid: tt.before}, make([]int64, len(s.AcquireLatency)))
+		s.Interrupt()
+		assert.True(t, s.Interrupted)
+		assert.Equal(t, tt.want, s.Valid, "after a %s segment", tt.before)
+	}
+}

@@ -136,18 +136,27 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 		seg.Run.Seed = f.seed + int64(n-1)
 		label := fmt.Sprintf("segment %d", n)
 		out, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
+		var startInterrupted *harness.StartInterrupted
+		if errors.As(err, &startInterrupted) {
+			// Ctrl-C before the segment's workload started: nothing ran.
+			if out.Dir != "" {
+				os.RemoveAll(out.Dir)
+			}
+			break
+		}
 		if out.Dir == "" {
 			if err == nil {
 				err = errors.New("the segment left no run directory")
 			}
-			sum.Interrupted = ctx.Err() != nil
 			if werr := sum.Write(dir); werr != nil {
 				return werr
 			}
 			return fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
 		}
 		archived, aerr := sum.ArchiveSegment(dir, out.Dir, n, cfg.Run.Fenced(), opts)
-		sum.Interrupted = out.Interrupted
+		if out.Interrupted {
+			sum.Interrupt()
+		}
 		if werr := sum.Write(dir); aerr == nil {
 			aerr = werr
 		}
@@ -167,6 +176,13 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 	// Every segment is archived: what is left is the link to the latest.
 	if err := os.RemoveAll(cfg.Out); err != nil {
 		return err
+	}
+	if ctx.Err() != nil && !sum.Interrupted {
+		// Ctrl-C between two segments: the soak is cut short all the same.
+		sum.Interrupt()
+		if err := sum.Write(dir); err != nil {
+			return err
+		}
 	}
 	if sum.Interrupted {
 		fmt.Fprintln(stderr, "lockcheck soak: interrupted; every finished segment is archived and checkable")

@@ -123,27 +123,42 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "no segment is left unarchived")
 }
 
-// Ctrl-C during a soak ends the current segment as at its time limit,
-// archives it, and leaves every segment checkable.
-func TestSoakInterruptKeepsSegments(t *testing.T) {
+// Ctrl-C during a soak ends the current segment as at its time limit and
+// archives it; a crash (SIGKILL) loses only the segment being run. Either
+// way every archived segment is checkable.
+func TestSoakInterruptOrCrashKeepsSegments(t *testing.T) {
 	requireRedisServer(t)
-	store := t.TempDir()
-	cmd, stdout, stderr := lockcheckProcess(t, "soak", "--out", store, "--duration", "5m", "--segment", "3s",
-		"--backend", "redis", "--nemesis", "pause-holder", "--seed", "2")
-	require.Eventually(t, func() bool {
-		found, _ := filepath.Glob(filepath.Join(store, "*-soak-*", "history-0002.jsonl.zst"))
-		return len(found) == 1
-	}, 2*time.Minute, 100*time.Millisecond, "two segments archived")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	code := exitCode(t, cmd)
-	dir, s := readSoak(t, store)
-	assert.True(t, s.Interrupted, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-	require.GreaterOrEqual(t, len(s.Segments), 2)
-	assert.NotEqual(t, 0, code, "an interrupted soak is never a pass")
-	assert.Contains(t, stderr.String(), "every finished segment is archived and checkable")
-	assert.Eventually(t, func() bool { return len(processesUsing(store)) == 0 }, 20*time.Second, 100*time.Millisecond,
-		"no server or worker outlives lockcheck: %v", processesUsing(store))
-	assertSegmentsCheckAlone(t, dir, s)
+	for _, tt := range []struct {
+		name   string
+		signal syscall.Signal
+	}{
+		{"SIGINT", syscall.SIGINT},
+		{"SIGKILL", syscall.SIGKILL},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			store := t.TempDir()
+			cmd, stdout, stderr := lockcheckProcess(t, "soak", "--out", store, "--duration", "5m", "--segment", "3s",
+				"--backend", "redis", "--nemesis", "pause-holder", "--seed", "2")
+			require.Eventually(t, func() bool {
+				found, _ := filepath.Glob(filepath.Join(store, "*-soak-*", "history-0002.jsonl.zst"))
+				return len(found) == 1
+			}, 2*time.Minute, 100*time.Millisecond, "two segments archived")
+			require.NoError(t, cmd.Process.Signal(tt.signal))
+			code := exitCode(t, cmd)
+			dir, s := readSoak(t, store)
+			require.GreaterOrEqual(t, len(s.Segments), 2)
+			if tt.signal == syscall.SIGINT {
+				assert.True(t, s.Interrupted, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+				assert.NotEqual(t, 0, code, "an interrupted soak is never a pass")
+				assert.Contains(t, stderr.String(), "every finished segment is archived and checkable")
+			} else {
+				assert.Equal(t, -1, code, "killed")
+			}
+			assert.Eventually(t, func() bool { return len(processesUsing(store)) == 0 }, 20*time.Second, 100*time.Millisecond,
+				"no server or worker outlives lockcheck: %v", processesUsing(store))
+			assertSegmentsCheckAlone(t, dir, s)
+		})
+	}
 }
 
 // With --stop-on-anomaly the soak ends with the first segment that found an
