@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,16 +18,20 @@ import (
 func newCheckCmd() *cobra.Command {
 	var linTimeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "check RUN_DIR",
+		Use:   "check RUN_DIR | SEGMENT.jsonl.zst",
 		Short: "Check a stored history again and rewrite its results and report",
 		Long: `check reads RUN_DIR/history.jsonl (and RUN_DIR/resource.jsonl when present),
 checks it, and rewrites results.json, junit.xml and report.html in RUN_DIR.
 It gives the same verdict and counts as the run that wrote the history.
 A history written by hand (for example from an incident report) can be
-checked the same way.`,
+checked the same way.
+
+A segment of a soak (history-0001.jsonl.zst, with resource-0001.jsonl.zst
+beside it when there is one) is checked on its own: it is decompressed into
+history-0001.checked/ beside it, where the results and report are written.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := results.OpenRunDir(args[0])
+			dir, err := openCheckTarget(args[0])
 			if err != nil {
 				return err
 			}
@@ -39,6 +44,18 @@ checked the same way.`,
 	}
 	cmd.Flags().DurationVar(&linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
 	return cmd
+}
+
+// segmentSuffix ends the file name of a soak's segment history.
+const segmentSuffix = ".jsonl.zst"
+
+// openCheckTarget is the run directory check checks: path itself, or for a
+// soak's segment the directory beside it that holds it decompressed.
+func openCheckTarget(path string) (string, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && strings.HasSuffix(path, segmentSuffix) {
+		return results.OpenSegment(path)
+	}
+	return results.OpenRunDir(path)
 }
 
 // checkDir checks the history of a run directory, writes the results files

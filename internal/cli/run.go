@@ -73,12 +73,18 @@ could not be done.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTest(cmd, f) },
 	}
 	fl := cmd.Flags()
+	addTestFlags(fl, &f)
+	addRunFlags(fl, &f, 20*time.Second)
+	return cmd
+}
+
+// addTestFlags declares the flags that say what one test runs (backend,
+// variant, workload, faults), which run and soak share.
+func addTestFlags(fl *pflag.FlagSet, f *runFlags) {
 	fl.StringVar(&f.backend, "backend", catalog.DefaultBackend, "lock backend: "+strings.Join(catalog.Names(), ", "))
 	fl.StringVar(&f.variant, "variant", "", "backend variant; for redis: correct (SET NX PX, Lua release), setnx-expire (SETNX then EXPIRE), del-release (release by plain DEL); empty picks the backend's correct one")
 	fl.StringVar(&f.workload, "workload", "unfenced", "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
 	fl.StringVar(&f.nemesis, "nemesis", "pause-holder", "faults to inject, comma-separated, or none")
-	addRunFlags(fl, &f, 20*time.Second)
-	return cmd
 }
 
 // addRunFlags declares the flags run and compare share: everything but what

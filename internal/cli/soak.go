@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// soakFlags are run's flags plus the soak's length and its segments'.
+type soakFlags struct {
+	runFlags
+	duration, segment time.Duration
+}
+
+func newSoakCmd() *cobra.Command {
+	var f soakFlags
+	cmd := &cobra.Command{
+		Use:   "soak",
+		Short: "Run a test for hours, cut into segments checked as they finish",
+		Long: `soak runs the test of lockcheck run for --duration, cut into segments of
+--segment each. Every segment is a run of its own (its servers, workers and
+faults start afresh, with the seed plus the segment's number less one), is
+checked online as it is recorded (the progress line shows its anomalies so
+far) and once more when it ends, and is then archived in the soak
+directory (<out>/<timestamp>-soak-<backend>-<workload>):
+
+  history-0001.jsonl.zst, resource-0001.jsonl.zst   zstd-compressed
+  results-0001.json                                  the segment's results.json
+  report-0001.html                                   its report and timeline, for
+                                                     the first segment with each
+                                                     kind of anomaly
+  soak.json, junit.xml                               rewritten after each segment
+
+A segment starts with nothing held and nothing in flight, so each one is
+checkable on its own: lockcheck check history-0001.jsonl.zst. The soak
+directory's size follows the number of segments, not their events, and
+lockcheck's memory follows one segment.
+
+With --stop-on-anomaly the segment that finds the first anomaly ends
+there (as at its time limit), is archived, and the soak stops.
+
+Ctrl-C ends the current segment as at its time limit (healing every fault),
+checks and archives it; a crash loses only the segment being run.
+
+Exit codes: 0 every segment's verdict is true, 1 one is false, 2 one is
+unknown or the soak could not be done.`,
+		Example: `  lockcheck soak --duration 8h --segment 10m --backend redis --nemesis pause-holder
+  lockcheck soak --duration 20s --segment 5s --workload fenced --seed 1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return soak(cmd, f) },
+	}
+	fl := cmd.Flags()
+	addTestFlags(fl, &f.runFlags)
+	addRunFlags(fl, &f.runFlags, 10*time.Minute)
+	// --segment is each segment's time limit.
+	if err := fl.MarkHidden("time-limit"); err != nil {
+		panic(err)
+	}
+	fl.DurationVar(&f.duration, "duration", time.Hour, "how long the whole soak runs (its segments' time limits add up to it)")
+	fl.DurationVar(&f.segment, "segment", 10*time.Minute, "how long each segment runs; the last one may be shorter")
+	return cmd
+}
+
+// validate refuses flags a soak cannot run with, in one line each.
+func (f soakFlags) validate() error {
+	switch {
+	case f.changed("time-limit"):
+		return errors.New("--time-limit: a soak runs for --duration, in segments of --segment; drop --time-limit")
+	case f.duration <= 0:
+		return fmt.Errorf("--duration %s: give a positive duration, such as 8h", f.duration)
+	case f.segment <= 0:
+		return fmt.Errorf("--segment %s: give a positive duration, such as 10m", f.segment)
+	case f.segment > f.duration:
+		return fmt.Errorf("--segment %s is longer than --duration %s: give a segment no longer than the soak", f.segment, f.duration)
+	}
+	return nil
+}
+
+func soak(cmd *cobra.Command, f soakFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	faults, err := nemesis.Parse(f.nemesis)
+	if err != nil {
+		return err
+	}
+	if f.seed == 0 {
+		f.seed = time.Now().UnixNano()%1_000_000 + 1
+	}
+	f.limit = f.segment
+	cfg, err := f.config(faults, reproduce(cmd, f.seed))
+	if err != nil {
+		return err
+	}
+	if _, err := harness.Preflight(cfg); err != nil {
+		return err
+	}
+	dir := filepath.Join(f.out, time.Now().Format("20060102T150405")+"-soak-"+f.backend+"-"+f.workload)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	// The segments' run directories live in a folder of their own until
+	// they are archived.
+	cfg.Out = filepath.Join(dir, "running")
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	fmt.Fprintf(stdout, "lockcheck soak: %s/%s, %s workload, nemesis %s, seed %d, %s in segments of %s, in %s\n",
+		f.backend, cfg.Run.Variant, f.workload, orNone(faults), f.seed, f.duration, f.segment, dir)
+
+	sum := results.NewSoak()
+	sum.Backend, sum.Variant, sum.Workload, sum.Nemesis = f.backend, cfg.Run.Variant, f.workload, cfg.Run.Nemesis
+	sum.Seed, sum.DurationMs, sum.SegmentMs = f.seed, f.duration.Milliseconds(), f.segment.Milliseconds()
+	if sum.Nemesis == nil {
+		sum.Nemesis = []string{}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := checker.Options{LinearizabilityTimeout: f.linTimeout}
+	for n, left := 1, f.duration; left > 0 && ctx.Err() == nil; n++ {
+		limit := min(f.segment, left)
+		left -= limit
+		seg := cfg
+		seg.Limit, seg.Run.TimeLimitMs = limit, limit.Milliseconds()
+		seg.Run.Seed = f.seed + int64(n-1)
+		label := fmt.Sprintf("segment %d", n)
+		out, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
+		var startInterrupted *harness.StartInterrupted
+		if errors.As(err, &startInterrupted) {
+			// Ctrl-C before the segment's workload started: nothing ran.
+			if out.Dir != "" {
+				os.RemoveAll(out.Dir)
+			}
+			break
+		}
+		if out.Dir == "" {
+			if err == nil {
+				err = errors.New("the segment left no run directory")
+			}
+			if werr := sum.Write(dir); werr != nil {
+				return werr
+			}
+			return fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
+		}
+		archived, aerr := sum.ArchiveSegment(dir, out.Dir, n, cfg.Run.Fenced(), opts)
+		if out.Interrupted {
+			sum.Interrupt()
+		}
+		if werr := sum.Write(dir); aerr == nil {
+			aerr = werr
+		}
+		if aerr != nil {
+			return fmt.Errorf("%s: archiving %s: %w", label, out.Dir, aerr)
+		}
+		fmt.Fprintf(stdout, "%s: %s, %d events, %d grants, anomalies %v, faults %d/%d landed -> %s\n",
+			label, archived.Valid, archived.Events, archived.Grants, archived.Anomalies, archived.Landed, archived.Faults, archived.History)
+		if err != nil {
+			return fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
+		}
+		if f.stopOnAnomaly && len(archived.Anomalies) > 0 {
+			fmt.Fprintf(stdout, "%s found an anomaly: the soak stops (--stop-on-anomaly)\n", label)
+			break
+		}
+	}
+	// Every segment is archived: what is left is the link to the latest.
+	if err := os.RemoveAll(cfg.Out); err != nil {
+		return err
+	}
+	if ctx.Err() != nil && !sum.Interrupted {
+		// Ctrl-C between two segments: the soak is cut short all the same.
+		sum.Interrupt()
+		if err := sum.Write(dir); err != nil {
+			return err
+		}
+	}
+	if sum.Interrupted {
+		fmt.Fprintln(stderr, "lockcheck soak: interrupted; every finished segment is archived and checkable")
+	}
+	fmt.Fprintf(stdout, "soak %s: %d segments, %d with anomalies, %d grants, faults %d/%d landed; %s\n",
+		sum.Valid, len(sum.Segments), sum.AnomalySegments, sum.Grants, sum.FaultsLanded, sum.FaultsInjected, filepath.Join(dir, results.SoakFile))
+	return verdictExit(sum.Valid)
+}
+
+// runSegment runs and checks one segment as lockcheck run does, with the
+// online check on its progress line (ending the segment at its first
+// anomaly when stopOnAnomaly); the summary of its check is dropped (the
+// soak prints a line per segment).
+func runSegment(ctx context.Context, cfg harness.Config, opts checker.Options, stopOnAnomaly bool, cmd *cobra.Command, label string) (harness.Outcome, error) {
+	online := newOnlineCheck(opts, cfg.Run.Fenced(), stopOnAnomaly)
+	go online.follow()
+	defer online.close()
+	cfg.OnProgress = online.progress(progressLine(cmd.ErrOrStderr(), label))
+	cfg.Stop = online.stop
+	out, _, err := runAndCheck(ctx, cfg, opts, io.Discard, cmd.ErrOrStderr())
+	return out, err
+}
