@@ -37,8 +37,11 @@ func startEtcd(t *testing.T) (etcdCluster, time.Duration) {
 	return etcdCluster{nodes: nodes, eps: eps, service: service.(*etcd.Cluster)}, took
 }
 
-func (c etcdCluster) node(name string) *node {
-	for _, n := range c.nodes {
+func (c etcdCluster) node(name string) *node { return nodeNamed(c.nodes, name) }
+
+// nodeNamed finds a topology's node by name; nil if it has none.
+func nodeNamed(nodes []*node, name string) *node {
+	for _, n := range nodes {
 		if n.Name() == name {
 			return n
 		}

@@ -68,10 +68,8 @@ func startSentinel(t *testing.T, s sentinel.Settings) *sentinelTopology {
 }
 
 func (s *sentinelTopology) node(name string) *node {
-	for _, n := range s.nodes {
-		if n.Name() == name {
-			return n
-		}
+	if n := nodeNamed(s.nodes, name); n != nil {
+		return n
 	}
 	panic("no node " + name)
 }

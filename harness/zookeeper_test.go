@@ -37,14 +37,7 @@ func startZooKeeper(t *testing.T) (zkEnsemble, time.Duration) {
 	return zkEnsemble{nodes: nodes, eps: eps, service: service.(*zookeeper.Ensemble)}, took
 }
 
-func (e zkEnsemble) node(name string) *node {
-	for _, n := range e.nodes {
-		if n.Name() == name {
-			return n
-		}
-	}
-	return nil
-}
+func (e zkEnsemble) node(name string) *node { return nodeNamed(e.nodes, name) }
 
 // follower names a server that does not lead.
 func (e zkEnsemble) follower(t *testing.T) *node {
