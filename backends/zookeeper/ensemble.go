@@ -249,6 +249,9 @@ func (e *Ensemble) leader(ctx context.Context) (string, int64, error) {
 		}
 	}
 	if name == "" {
+		if len(failures) == 0 {
+			return "", 0, fmt.Errorf("no server says it leads (all %d answered: an election is under way)", len(e.servers))
+		}
 		return "", 0, fmt.Errorf("no server says it leads (%d of %d did not answer: %s)", len(failures), len(e.servers), strings.Join(failures, "; "))
 	}
 	return name, epoch, nil

@@ -40,7 +40,10 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 		// Jepsen's Redis partition: proxies in the process runtime, per-container rules in docker.
 		{"sentinel, partition-minority", []string{"--backend", "sentinel", "--nemesis", "partition-minority", "--workload", "unfenced", "--ttl", "10s",
 			"--pause", "12s", "--nemesis-interval", "3s", "--time-limit", "20s"}, exitInvalid},
-		{"redlock, no faults", []string{"--backend", "redlock", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
+		// Redlock gives each node TTL/10 to answer: 50 ms at the default
+		// 500 ms TTL, which five containers behind docker's port forwarding
+		// miss on a loaded machine (no grant at all, so unknown).
+		{"redlock, no faults", []string{"--backend", "redlock", "--nemesis", "none", "--ttl", "2s", "--time-limit", "4s"}, exitValid},
 		{"etcd, partition-minority", []string{"--backend", "etcd", "--nemesis", "partition-minority", "--ttl", "2s", "--time-limit", "12s"}, exitValid},
 		{"redlock, clock-pause", []string{"--backend", "redlock", "--nemesis", "clock-pause", "--ttl", "2s", "--time-limit", "15s"}, exitInvalid},
 		{"etcd, no faults", []string{"--backend", "etcd", "--nemesis", "none", "--time-limit", "4s"}, exitValid},
