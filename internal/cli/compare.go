@@ -262,7 +262,7 @@ func runCompare(cmd *cobra.Command, f *compareFlags) error {
 		cfg.Out = dir
 		cfg.OnProgress = progressReporter(stderr, fmt.Sprintf("[%d/%d %s]", n, toRun, cellName(c)))
 		started := time.Now()
-		out, v, err := runAndCheck(ctx, cfg, opts, io.Discard, stderr)
+		out, v, err := runAndCheck(ctx, cfg, results.CheckDir, opts, io.Discard, stderr)
 		c.Seconds = time.Since(started).Round(100 * time.Millisecond).Seconds()
 		runCell(c, dir, out, err)
 		if out.Interrupted {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 )
@@ -135,7 +136,7 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 		seg.Limit, seg.Run.TimeLimitMs = limit, limit.Milliseconds()
 		seg.Run.Seed = f.seed + int64(n-1)
 		label := fmt.Sprintf("segment %d", n)
-		out, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
+		out, checked, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
 		var startInterrupted *harness.StartInterrupted
 		if errors.As(err, &startInterrupted) {
 			// Ctrl-C before the segment's workload started: nothing ran.
@@ -153,7 +154,7 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 			}
 			return fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
 		}
-		archived, aerr := sum.ArchiveSegment(dir, out.Dir, n, cfg.Run.Fenced(), opts)
+		archived, aerr := sum.ArchiveSegment(dir, out.Dir, n, cfg.Run.Fenced(), checked.h, checked.res)
 		if out.Interrupted {
 			sum.Interrupt()
 		}
@@ -194,14 +195,31 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 
 // runSegment runs and checks one segment as lockcheck run does, with the
 // online check on its progress line (ending the segment at its first
-// anomaly when stopOnAnomaly); the summary of its check is dropped (the
-// soak prints a line per segment).
-func runSegment(ctx context.Context, cfg harness.Config, opts checker.Options, stopOnAnomaly bool, cmd *cobra.Command, label string) (harness.Outcome, error) {
+// anomaly when stopOnAnomaly), but checked as it is read whatever its
+// length (results.CheckDirStreamed), so that the soak's memory follows
+// its clients and keys; the summary of its check is dropped (the soak
+// prints a line per segment). It returns what the check found, for the
+// archive.
+func runSegment(ctx context.Context, cfg harness.Config, opts checker.Options, stopOnAnomaly bool, cmd *cobra.Command, label string) (harness.Outcome, segmentCheck, error) {
 	online := newOnlineCheck(opts, cfg.Run.Fenced(), stopOnAnomaly)
 	go online.follow()
 	defer online.close()
 	cfg.OnProgress = online.progress(progressLine(cmd.ErrOrStderr(), label))
 	cfg.Stop = online.stop
-	out, _, err := runAndCheck(ctx, cfg, opts, io.Discard, cmd.ErrOrStderr())
-	return out, err
+	var checked segmentCheck
+	out, _, err := runAndCheck(ctx, cfg, checked.check, opts, io.Discard, cmd.ErrOrStderr())
+	return out, checked, err
+}
+
+// segmentCheck is a segment's check: the excerpt of its history and the
+// result, which its report in the archive is drawn from.
+type segmentCheck struct {
+	h   *history.History
+	res *checker.Result
+}
+
+func (c *segmentCheck) check(dir string, opts checker.Options) (*history.History, *checker.Result, error) {
+	var err error
+	c.h, c.res, err = results.CheckDirStreamed(dir, opts)
+	return c.h, c.res, err
 }
