@@ -32,11 +32,14 @@ func newSoakCmd() *cobra.Command {
 		Use:   "soak",
 		Short: "Run a test for hours, cut into segments checked as they finish",
 		Long: `soak runs the test of lockcheck run for --duration, cut into segments of
---segment each. Every segment is a run of its own (its servers, workers and
-faults start afresh, with the seed plus the segment's number less one), is
-checked online as it is recorded (the progress line shows its anomalies so
-far) and once more when it ends, and is then archived in the soak
-directory (<out>/<timestamp>-soak-<backend>-<workload>):
+--segment each. The lock service's nodes are started once and kept up for
+the whole soak (their logs in the soak directory's nodes/), and the faults
+follow one schedule drawn from the seed for the whole duration. Every
+segment is a run of its own on them (its workers, with the seed plus the
+segment's number less one, and its resource start afresh), is checked
+online as it is recorded (the progress line shows its anomalies so far)
+and once more when it ends, as it is read, and is then archived in the
+soak directory (<out>/<timestamp>-soak-<backend>-<workload>):
 
   history-0001.jsonl.zst, resource-0001.jsonl.zst   zstd-compressed
   results-0001.json                                  the segment's results.json
@@ -45,10 +48,13 @@ directory (<out>/<timestamp>-soak-<backend>-<workload>):
                                                      kind of anomaly
   soak.json, junit.xml                               rewritten after each segment
 
-A segment starts with nothing held and nothing in flight, so each one is
-checkable on its own: lockcheck check history-0001.jsonl.zst. The soak
-directory's size follows the number of segments, not their events, and
-lockcheck's memory follows one segment.
+A segment's clients start with nothing held and nothing in flight, so each
+segment is checkable on its own: lockcheck check history-0001.jsonl.zst.
+The soak directory's size follows the number of segments, not their
+events, and lockcheck's memory follows the clients and keys. With
+--resource postgres each segment starts the nodes afresh, as lockcheck run
+does (a database resource kept up would carry its value into the next
+segment); with --addr the service is yours and stays up throughout.
 
 With --stop-on-anomaly the segment that finds the first anomaly ends
 there (as at its time limit), is archived, and the soak stops.
@@ -128,13 +134,31 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if harness.KeepsCluster(cfg) {
+		cluster, err := harness.StartCluster(ctx, cfg, filepath.Join(dir, "nodes"))
+		var startInterrupted *harness.StartInterrupted
+		switch {
+		case errors.As(err, &startInterrupted):
+			// Ctrl-C before anything ran: no segment starts.
+		case err != nil:
+			return err
+		default:
+			defer cluster.Close()
+			cfg.Cluster = cluster
+		}
+	}
+	// One schedule of faults for the whole soak; each segment runs its
+	// window of it.
+	plan := nemesis.Plan(f.seed, faults, cfg.Interval, f.duration)
 	opts := checker.Options{LinearizabilityTimeout: f.linTimeout}
 	for n, left := 1, f.duration; left > 0 && ctx.Err() == nil; n++ {
 		limit := min(f.segment, left)
+		from := f.duration - left
 		left -= limit
 		seg := cfg
 		seg.Limit, seg.Run.TimeLimitMs = limit, limit.Milliseconds()
 		seg.Run.Seed = f.seed + int64(n-1)
+		seg.Steps = nemesis.Window(plan, from, from+limit)
 		label := fmt.Sprintf("segment %d", n)
 		out, checked, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
 		var startInterrupted *harness.StartInterrupted

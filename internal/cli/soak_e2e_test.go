@@ -82,7 +82,7 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	reported := map[string]bool{}
 	for i, seg := range s.Segments {
 		assert.Equal(t, i+1, seg.Segment)
-		assert.Equal(t, s.Seed+int64(i), seg.Seed, "each segment draws its faults from a seed of its own")
+		assert.Equal(t, s.Seed+int64(i), seg.Seed, "each segment's workers draw from a seed of their own")
 		assert.Positive(t, seg.Events)
 		newKind := false
 		for check := range seg.Anomalies {
@@ -121,6 +121,9 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	assert.Len(t, junit.Suites[0].Cases, 4, "one case per segment")
 	_, err = os.Stat(filepath.Join(dir, "running"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "no segment is left unarchived")
+	logs, err := filepath.Glob(filepath.Join(dir, "nodes", "*", "*.log"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, logs, "the nodes, kept up for every segment, log in the soak directory")
 }
 
 // Ctrl-C during a soak ends the current segment as at its time limit and
