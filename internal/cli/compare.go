@@ -205,13 +205,7 @@ func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mine []cell
-	for i, c := range cells {
-		if sh.owns(i) {
-			mine = append(mine, c)
-		}
-	}
-	return mine, nil
+	return shareOf(sh, cells), nil
 }
 
 func runCompare(cmd *cobra.Command, f *compareFlags) error {

@@ -194,5 +194,25 @@ func TestSoakBadFlagsAreOneLineAndExitTwo(t *testing.T) {
 		{"negative duration", []string{"--duration", "-1h"}, "--duration=-1h0m0s"},
 		{"time limit", []string{"--time-limit", "5s"}, "--time-limit: a soak runs for --duration"},
 		{"unknown nemesis", []string{"--nemesis", "meteor"}, `unknown nemesis "meteor"`},
+		{"backends and backend", []string{"--backends", "redis", "--backend", "etcd"}, "--backends and --backend/--variant"},
+		{"workloads and workload", []string{"--workloads", "fenced", "--workload", "unfenced"}, "--workloads and --workload"},
+		{"bad shard", []string{"--shard", "3/2"}, `--shard "3/2": want I/N`},
+		{"unknown backend in the matrix", []string{"--backends", "redis,meteor"}, "--backends:"},
 	})
+}
+
+// soak --shard runs its share of the matrix of --backends × --workloads,
+// one soak directory each.
+func TestSoakShardRunsItsShare(t *testing.T) {
+	requireRedisServer(t)
+	store := t.TempDir()
+	inv := lockcheck("soak", "--out", store, "--duration", "3s", "--segment", "3s", "--backends", "redis",
+		"--workloads", "fenced,unfenced", "--nemesis", "none", "--shard", "2/2", "--seed", "5")
+	dirs, err := filepath.Glob(filepath.Join(store, "*-soak-*"))
+	require.NoError(t, err)
+	require.Len(t, dirs, 1, inv.stdout+inv.stderr)
+	assert.True(t, strings.HasSuffix(dirs[0], "-soak-redis-unfenced"), "the second of the matrix's two soaks: %s", dirs[0])
+	_, s := readSoak(t, store)
+	assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
+	assert.Equal(t, int64(5), s.Seed)
 }
