@@ -50,8 +50,15 @@ type Config struct {
 	// Script, if set, replaces the seeded fault schedule with an exact
 	// timeline (a scenario).
 	Script []nemesis.Action
-	Think  string
-	Retry  time.Duration
+	// Steps, if not nil, is the fault schedule instead of the one drawn
+	// from Run.Seed: a soak's segment runs its share of one schedule drawn
+	// for the whole soak (nemesis.Window).
+	Steps []nemesis.Step
+	// Cluster, if set, is the nodes the run uses instead of starting its
+	// own; they stay up when it ends (a soak's segments).
+	Cluster *Cluster
+	Think   string
+	Retry   time.Duration
 	// OpTimeout bounds each operation of a client.
 	OpTimeout time.Duration
 	// Executable is the lockcheck binary started as workers; os.Executable
@@ -213,12 +220,21 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		defer memory.Close()
 	}
 
-	specs := nodeSpecs(cfg, backend)
-	top, err := startTopologyFor(ctx, cfg, p, specs, filepath.Join(out.Dir, "nodes"), log)
-	if err != nil {
-		return out, interrupted(ctx, err, nodeNames(specs))
+	specs, nodesDir := nodeSpecs(cfg, backend), filepath.Join(out.Dir, "nodes")
+	var top *topology
+	if c := cfg.Cluster; c != nil {
+		// The nodes stay up for the next run: put back the clocks this
+		// run's faults moved (every other fault heals itself as the run
+		// ends).
+		specs, nodesDir, top = c.specs, c.dir, c.top
+		defer resetClocks(top.servers)
+	} else {
+		top, err = startTopologyFor(ctx, cfg, p, specs, nodesDir, log)
+		if err != nil {
+			return out, interrupted(ctx, err, nodeNames(specs))
+		}
+		defer top.close()
 	}
-	defer top.close()
 	nodes, eps := top.servers, top.endpoints()
 	for i, n := range nodes {
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
@@ -231,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			return out, &StartInterrupted{What: "the " + cfg.Run.Backend + " topology"}
 		}
 		if err != nil {
-			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, filepath.Join(out.Dir, "nodes"))
+			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, nodesDir)
 		}
 	}
 	if backend.PrepareAddrs != nil && len(cfg.Addrs) > 0 {
@@ -342,7 +358,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
 			return
 		}
-		steps := nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
+		steps := cfg.Steps
+		if steps == nil {
+			steps = nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
+		}
 		nemDone <- nemesis.Run(nemCtx, steps, start, env)
 	}()
 

@@ -116,6 +116,21 @@ func Plan(seed int64, faults []string, interval, limit time.Duration) []Step {
 	return steps
 }
 
+// Window is the share of a plan's steps from from (included) to to
+// (excluded), timed from from: a soak draws one plan for its whole
+// duration and runs each segment's window of it. It is never nil, so that
+// a window with no step is still the schedule (harness.Config.Steps).
+func Window(steps []Step, from, to time.Duration) []Step {
+	out := []Step{}
+	for _, s := range steps {
+		if s.At >= from && s.At < to {
+			s.At -= from
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Run fires the steps of a plan in order, each no earlier than its time,
 // until ctx is done. base is the template every step's Env copies. Every
 // step ends with a landing event.

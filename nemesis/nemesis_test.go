@@ -352,3 +352,22 @@ func freeAtFirst(d time.Duration) func() bool {
 		return late
 	}
 }
+
+// A soak's segments run one plan drawn for the whole soak: their windows
+// together are the plan, each timed from its segment's start, and a
+// window with no step is an empty schedule, not a missing one.
+func TestWindowsCoverThePlan(t *testing.T) {
+	plan := Plan(7, []string{"pause-holder", "kill-client"}, 3*time.Second, 20*time.Second)
+	var joined []Step
+	for from := time.Duration(0); from < 20*time.Second; from += 5 * time.Second {
+		for _, s := range Window(plan, from, from+5*time.Second) {
+			assert.Less(t, s.At, 5*time.Second, "timed from the segment's start")
+			s.At += from
+			joined = append(joined, s)
+		}
+	}
+	assert.Equal(t, plan, joined)
+	empty := Window(plan, 0, time.Second)
+	assert.NotNil(t, empty)
+	assert.Empty(t, empty)
+}

@@ -16,32 +16,12 @@ import (
 // when there is one) and writes results.json, junit.xml and report.html,
 // and porcupine's visualization of a linearizability failure.
 //
-// A history too long to hold in memory (over excerptBytes) is checked as it
-// is read, with its resource log, and the History returned, which the
-// report is drawn from, is an excerpt of it (history.Excerpt).
+// A history too long to hold in memory (over excerptBytes) is checked as
+// CheckDirStreamed checks it.
 func CheckDir(dir string, opts checker.Options) (*history.History, *checker.Result, error) {
 	historyPath, resourcePath := filepath.Join(dir, HistoryFile), filepath.Join(dir, ResourceFile)
 	if fi, err := os.Stat(historyPath); err == nil && fi.Size() > excerptBytes {
-		// The heap of this check stays small whatever the history's
-		// length, and it allocates per event: collecting at four times the
-		// live heap instead of twice saves a fifth of the time.
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
-		res, err := checker.CheckFiles(historyPath, resourcePath, opts)
-		if err != nil {
-			return nil, nil, namedError(historyPath, err)
-		}
-		h, err := readExcerpt(historyPath, res)
-		if err != nil {
-			return nil, nil, namedError(historyPath, err)
-		}
-		// No porcupine visualization: it needs the whole history.
-		if err := WriteLinearizability(dir, nil, nil, &checker.Result{}, opts); err != nil {
-			return nil, nil, err
-		}
-		if err := WriteAll(dir, h, res); err != nil {
-			return nil, nil, err
-		}
-		return h, res, nil
+		return CheckDirStreamed(dir, opts)
 	}
 	h, err := history.ReadFile(historyPath)
 	if err != nil {
@@ -73,4 +53,33 @@ func namedError(path string, err error) error {
 		return err
 	}
 	return fmt.Errorf("%s: %w", path, err)
+}
+
+// CheckDirStreamed is CheckDir for a history of any length: it is checked
+// as it is read, with its resource log, and the History returned, which the
+// report is drawn from, is an excerpt of it (history.Excerpt), so that
+// memory follows the clients and keys, never the history's length. A soak
+// checks every segment so, whatever its length.
+func CheckDirStreamed(dir string, opts checker.Options) (*history.History, *checker.Result, error) {
+	historyPath, resourcePath := filepath.Join(dir, HistoryFile), filepath.Join(dir, ResourceFile)
+	// The heap of this check stays small whatever the history's length,
+	// and it allocates per event: collecting at four times the live heap
+	// instead of twice saves a fifth of the time.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	res, err := checker.CheckFiles(historyPath, resourcePath, opts)
+	if err != nil {
+		return nil, nil, namedError(historyPath, err)
+	}
+	h, err := readExcerpt(historyPath, res)
+	if err != nil {
+		return nil, nil, namedError(historyPath, err)
+	}
+	// No porcupine visualization: it needs the whole history.
+	if err := WriteLinearizability(dir, nil, nil, &checker.Result{}, opts); err != nil {
+		return nil, nil, err
+	}
+	if err := WriteAll(dir, h, res); err != nil {
+		return nil, nil, err
+	}
+	return h, res, nil
 }

@@ -98,22 +98,25 @@ func NewSoak() *Soak {
 }
 
 // ArchiveSegment moves segment n out of runDir (a run directory lockcheck
-// run wrote and checked) into the soak directory dir: the history and the
-// resource log compressed, results.json, and its report zoomed on its
-// first findings when it found an anomaly of a check no earlier segment's
-// report shows. It adds the segment to s and returns what it added; runDir
-// is removed once everything is in place.
-func (s *Soak) ArchiveSegment(dir, runDir string, n int, fenced bool, opts checker.Options) (SoakSegment, error) {
-	res, err := ReadResults(runDir)
+// run wrote and CheckDirStreamed checked, h and res being what it
+// returned) into the soak directory dir: the history and the resource log
+// compressed, results.json, and its report drawn from h, the excerpt of
+// its history, when it found an anomaly of a check no earlier segment's
+// report shows. Nothing is checked again and no history is held whole: the
+// memory of archiving follows the clients and keys, not the segment's
+// length. It adds the segment to s and returns what it added; runDir is
+// removed once everything is in place.
+func (s *Soak) ArchiveSegment(dir, runDir string, n int, fenced bool, h *history.History, res *checker.Result) (SoakSegment, error) {
+	written, err := ReadResults(runDir)
 	if err != nil {
 		return SoakSegment{}, err
 	}
 	seg := SoakSegment{
-		Segment: n, Valid: res.Valid, Seed: res.Seed, History: SegmentName("history", n, ".jsonl.zst"),
-		Events: res.HistoryEvents, Anomalies: map[string]int{}, Faults: res.FaultLanding.Injected,
-		Landed: res.FaultLanding.Landed, Incomplete: res.Incomplete, FirstAnomalyMs: res.FirstAnomalyMs,
+		Segment: n, Valid: written.Valid, Seed: written.Seed, History: SegmentName("history", n, ".jsonl.zst"),
+		Events: written.HistoryEvents, Anomalies: map[string]int{}, Faults: written.FaultLanding.Injected,
+		Landed: written.FaultLanding.Landed, Incomplete: written.Incomplete, FirstAnomalyMs: written.FirstAnomalyMs,
 	}
-	for _, a := range checker.AnomaliesByCheck(&checker.Result{Checks: res.Checks}, fenced) {
+	for _, a := range checker.AnomaliesByCheck(&checker.Result{Checks: written.Checks}, fenced) {
 		seg.Anomalies[a.Key] = a.Count
 	}
 	latency := make([]int64, len(s.AcquireLatency))
@@ -133,7 +136,8 @@ func (s *Soak) ArchiveSegment(dir, runDir string, n int, fenced bool, opts check
 	}
 	if s.firstOfItsKind(seg.Anomalies) {
 		seg.Report = SegmentName("report", n, ".html")
-		if err := writeZoomedReport(historyPath, filepath.Join(runDir, ResourceFile), filepath.Join(dir, seg.Report), opts); err != nil {
+		err := writeFileAtomic(dir, seg.Report, func(w io.Writer) error { return writeReport(w, h, res, "", "") })
+		if err != nil {
 			return SoakSegment{}, err
 		}
 	}
@@ -153,24 +157,6 @@ func (s *Soak) firstOfItsKind(anomalies map[string]int) bool {
 		}
 	}
 	return first
-}
-
-// writeZoomedReport writes the report of the history at historyPath to
-// path, drawn from an excerpt of it (the events around the first findings,
-// every fault, a sample of the operations) whatever its length, so that a
-// soak's reports stay small.
-func writeZoomedReport(historyPath, resourcePath, path string, opts checker.Options) error {
-	res, err := checker.CheckFiles(historyPath, resourcePath, opts)
-	if err != nil {
-		return namedError(historyPath, err)
-	}
-	h, err := readExcerpt(historyPath, res)
-	if err != nil {
-		return namedError(historyPath, err)
-	}
-	return writeFileAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
-		return writeReport(w, h, res, "", "")
-	})
 }
 
 // add counts a segment into the summary.

@@ -1,9 +1,14 @@
 package results
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,4 +121,105 @@ func TestSoakInterrupt(t *testing.T) {
 		assert.True(t, s.Interrupted)
 		assert.Equal(t, tt.want, s.Valid, "after a %s segment", tt.before)
 	}
+}
+
+// A soak's memory follows its clients and keys, neither the number of
+// segments nor their length: the heap's peak while a segment is checked
+// and archived as the soak does (CheckDirStreamed, ArchiveSegment, Write)
+// is the same for the fifth segment as for the first, and for a sixth
+// three times as long (within the garbage collector's pacing), and what the soak keeps between segments grows by
+// a line of soak.json each. Every segment here writes its report, the
+// heaviest case.
+func TestSoakMemoryFollowsOneSegment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("checks six segments of 120,000 events or more")
+	}
+	src := t.TempDir()
+	short, long := segmentHistory(t, src, "short", 20_000), segmentHistory(t, src, "long", 60_000)
+	runtime.GC()
+
+	dir := t.TempDir()
+	s := NewSoak()
+	histories := []string{short, short, short, short, short, long}
+	peaks, retained := make([]uint64, len(histories)), make([]uint64, len(histories))
+	for i, path := range histories {
+		n := i + 1
+		runDir := filepath.Join(dir, "running", fmt.Sprint(n))
+		require.NoError(t, os.MkdirAll(runDir, 0o755))
+		require.NoError(t, copyFile(path, filepath.Join(runDir, HistoryFile)))
+		clear(s.reported)
+		peaks[i] = peakHeap(func() {
+			h, res, err := CheckDirStreamed(runDir, checker.Options{})
+			require.NoError(t, err)
+			seg, err := s.ArchiveSegment(dir, runDir, n, true, h, res)
+			require.NoError(t, err)
+			require.NotEmpty(t, seg.Report, "segment %d writes its report", n)
+			require.NoError(t, s.Write(dir))
+		})
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		retained[i] = m.HeapAlloc
+	}
+	t.Logf("peak heap per segment (MB): %v; retained after each (MB): %v", mb(peaks), mb(retained))
+	// Neither a later segment nor a longer one takes more, and no segment
+	// is held whole: a short segment loaded whole peaks at three times a
+	// long one checked as it is read. The margin is the garbage
+	// collector's pacing, which a busy machine moves by a tenth or so.
+	assert.LessOrEqual(t, slices.Max(peaks), slices.Min(peaks)*3/2, "every segment's peak within half of the others'")
+	assert.Less(t, retained[4], retained[0]+1<<20, "what the soak keeps grows by less than a MB over the segments")
+}
+
+// segmentHistory writes a history of cycles lock cycles of five clients
+// (six events each) to dir/name and returns its path. Every thousandth
+// holder never releases: the next grant comes while its lease is live, an
+// anomaly that makes each segment write its report.
+func segmentHistory(t *testing.T, dir, name string, cycles int) string {
+	h := lockCycles(5, cycles, int64(cycles)*15e6)
+	kept := h.Events[:0]
+	for i, e := range h.Events {
+		if e.F == history.FRelease && (i/6)%1000 == 999 {
+			continue
+		}
+		e.Index = int64(len(kept))
+		kept = append(kept, e)
+	}
+	h.Events = kept
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.MkdirAll(path, 0o755))
+	writeHistory(t, path, h)
+	return filepath.Join(path, HistoryFile)
+}
+
+// peakHeap runs f and returns the largest heap (live and garbage objects)
+// seen while it ran, sampled every millisecond.
+func peakHeap(f func()) uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	done, peak := make(chan struct{}), make(chan uint64)
+	go func() {
+		var most uint64
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(sample)
+			most = max(most, sample[0].Value.Uint64())
+			select {
+			case <-done:
+				peak <- most
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	return <-peak
+}
+
+func mb(bytes []uint64) []uint64 {
+	out := make([]uint64, len(bytes))
+	for i, b := range bytes {
+		out[i] = b >> 20
+	}
+	return out
 }

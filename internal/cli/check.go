@@ -35,7 +35,7 @@ history-0001.checked/ beside it, where the results and report are written.`,
 			if err != nil {
 				return err
 			}
-			v, err := checkDir(dir, checker.Options{LinearizabilityTimeout: linTimeout}, cmd.OutOrStdout())
+			v, err := checkDir(dir, results.CheckDir, checker.Options{LinearizabilityTimeout: linTimeout}, cmd.OutOrStdout())
 			if err != nil {
 				return err
 			}
@@ -58,10 +58,14 @@ func openCheckTarget(path string) (string, error) {
 	return results.OpenRunDir(path)
 }
 
+// dirCheck checks a run directory and writes its results files:
+// results.CheckDir, or results.CheckDirStreamed for a soak's segments.
+type dirCheck func(dir string, opts checker.Options) (*history.History, *checker.Result, error)
+
 // checkDir checks the history of a run directory, writes the results files
 // and prints the summary.
-func checkDir(dir string, opts checker.Options, w io.Writer) (checker.Validity, error) {
-	h, res, err := results.CheckDir(dir, opts)
+func checkDir(dir string, check dirCheck, opts checker.Options, w io.Writer) (checker.Validity, error) {
+	h, res, err := check(dir, opts)
 	if err != nil {
 		return checker.Unknown, err
 	}

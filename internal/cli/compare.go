@@ -205,13 +205,7 @@ func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mine []cell
-	for i, c := range cells {
-		if sh.owns(i) {
-			mine = append(mine, c)
-		}
-	}
-	return mine, nil
+	return shareOf(sh, cells), nil
 }
 
 func runCompare(cmd *cobra.Command, f *compareFlags) error {
@@ -262,7 +256,7 @@ func runCompare(cmd *cobra.Command, f *compareFlags) error {
 		cfg.Out = dir
 		cfg.OnProgress = progressReporter(stderr, fmt.Sprintf("[%d/%d %s]", n, toRun, cellName(c)))
 		started := time.Now()
-		out, v, err := runAndCheck(ctx, cfg, opts, io.Discard, stderr)
+		out, v, err := runAndCheck(ctx, cfg, results.CheckDir, opts, io.Discard, stderr)
 		c.Seconds = time.Since(started).Round(100 * time.Millisecond).Seconds()
 		runCell(c, dir, out, err)
 		if out.Interrupted {

@@ -202,7 +202,7 @@ func runTest(cmd *cobra.Command, f runFlags) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	out, v, err := runAndCheck(ctx, cfg, opts, stdout, cmd.ErrOrStderr())
+	out, v, err := runAndCheck(ctx, cfg, results.CheckDir, opts, stdout, cmd.ErrOrStderr())
 	switch {
 	case err != nil:
 		return err
@@ -260,10 +260,10 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 }
 
 // runAndCheck runs one test, then checks whatever it recorded, even when the
-// run failed or was interrupted, and writes the results into its run
-// directory. The summary goes to summary, the progress line's end to
-// progress.
-func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, summary, progress io.Writer) (harness.Outcome, checker.Validity, error) {
+// run failed or was interrupted (with check), and writes the results into
+// its run directory. The summary goes to summary, the progress line's end
+// to progress.
+func runAndCheck(ctx context.Context, cfg harness.Config, check dirCheck, opts checker.Options, summary, progress io.Writer) (harness.Outcome, checker.Validity, error) {
 	out, runErr := harness.Run(ctx, cfg)
 	clearProgress(progress)
 	var startInterrupted *harness.StartInterrupted
@@ -277,7 +277,7 @@ func runAndCheck(ctx context.Context, cfg harness.Config, opts checker.Options, 
 		}
 		return out, checker.Unknown, err
 	}
-	v, err := checkDir(out.Dir, opts, summary)
+	v, err := checkDir(out.Dir, check, opts, summary)
 	switch {
 	case out.RecordingFailed != nil && err != nil:
 		return out, v, fmt.Errorf("%v; the run stopped there, and its results could not be written either: %v", out.RecordingFailed, err)

@@ -26,3 +26,15 @@ func parseShard(s string) (shard, error) {
 
 // owns reports whether cell i of the matrix belongs to the shard.
 func (s shard) owns(i int) bool { return i%s.Of == s.Index-1 }
+
+// shareOf is the shard's share of a matrix's cells, in their order: what
+// compare --shard and soak --shard run.
+func shareOf[C any](s shard, cells []C) []C {
+	var mine []C
+	for i, c := range cells {
+		if s.owns(i) {
+			mine = append(mine, c)
+		}
+	}
+	return mine
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,4 +50,39 @@ func TestShardsPartitionTheMatrix(t *testing.T) {
 			assert.Equal(t, 1, owners, "cell %d of %d shards", cell, of)
 		}
 	}
+}
+
+// soak --shard takes its share of the matrix of --backends × --workloads,
+// backends first, as compare does of its own; without a matrix a soak is
+// the one of --backend and --workload.
+func TestSoakMatrixShards(t *testing.T) {
+	f := soakFlags{backends: "redis,redis/setnx-expire", workloads: "fenced,unfenced"}
+	names := func(cells []soakFlags) []string {
+		var out []string
+		for _, c := range cells {
+			out = append(out, c.backend+"/"+c.variant+" "+c.workload)
+		}
+		return out
+	}
+	all, err := f.matrix()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"redis/correct fenced", "redis/correct unfenced", "redis/setnx-expire fenced", "redis/setnx-expire unfenced"}, names(all))
+	var joined []string
+	for i := 1; i <= 3; i++ {
+		f.shard = fmt.Sprintf("%d/3", i)
+		mine, err := f.matrix()
+		require.NoError(t, err)
+		joined = append(joined, names(mine)...)
+	}
+	assert.ElementsMatch(t, names(all), joined, "three shards run the matrix once")
+	f.shard = "1/3"
+	mine, err := f.matrix()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"redis/correct fenced", "redis/setnx-expire unfenced"}, names(mine))
+
+	one, err := soakFlags{runFlags: runFlags{backend: "redis", workload: "unfenced"}}.matrix()
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	assert.Equal(t, "redis", one[0].backend)
+	assert.Equal(t, "unfenced", one[0].workload)
 }

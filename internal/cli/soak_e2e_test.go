@@ -82,7 +82,7 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	reported := map[string]bool{}
 	for i, seg := range s.Segments {
 		assert.Equal(t, i+1, seg.Segment)
-		assert.Equal(t, s.Seed+int64(i), seg.Seed, "each segment draws its faults from a seed of its own")
+		assert.Equal(t, s.Seed+int64(i), seg.Seed, "each segment's workers draw from a seed of their own")
 		assert.Positive(t, seg.Events)
 		newKind := false
 		for check := range seg.Anomalies {
@@ -121,6 +121,9 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	assert.Len(t, junit.Suites[0].Cases, 4, "one case per segment")
 	_, err = os.Stat(filepath.Join(dir, "running"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "no segment is left unarchived")
+	logs, err := filepath.Glob(filepath.Join(dir, "nodes", "*", "*.log"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, logs, "the nodes, kept up for every segment, log in the soak directory")
 }
 
 // Ctrl-C during a soak ends the current segment as at its time limit and
@@ -191,5 +194,25 @@ func TestSoakBadFlagsAreOneLineAndExitTwo(t *testing.T) {
 		{"negative duration", []string{"--duration", "-1h"}, "--duration=-1h0m0s"},
 		{"time limit", []string{"--time-limit", "5s"}, "--time-limit: a soak runs for --duration"},
 		{"unknown nemesis", []string{"--nemesis", "meteor"}, `unknown nemesis "meteor"`},
+		{"backends and backend", []string{"--backends", "redis", "--backend", "etcd"}, "--backends and --backend/--variant"},
+		{"workloads and workload", []string{"--workloads", "fenced", "--workload", "unfenced"}, "--workloads and --workload"},
+		{"bad shard", []string{"--shard", "3/2"}, `--shard "3/2": want I/N`},
+		{"unknown backend in the matrix", []string{"--backends", "redis,meteor"}, "--backends:"},
 	})
+}
+
+// soak --shard runs its share of the matrix of --backends × --workloads,
+// one soak directory each.
+func TestSoakShardRunsItsShare(t *testing.T) {
+	requireRedisServer(t)
+	store := t.TempDir()
+	inv := lockcheck("soak", "--out", store, "--duration", "3s", "--segment", "3s", "--backends", "redis",
+		"--workloads", "fenced,unfenced", "--nemesis", "none", "--shard", "2/2", "--seed", "5")
+	dirs, err := filepath.Glob(filepath.Join(store, "*-soak-*"))
+	require.NoError(t, err)
+	require.Len(t, dirs, 1, inv.stdout+inv.stderr)
+	assert.True(t, strings.HasSuffix(dirs[0], "-soak-redis-unfenced"), "the second of the matrix's two soaks: %s", dirs[0])
+	_, s := readSoak(t, store)
+	assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
+	assert.Equal(t, int64(5), s.Seed)
 }
