@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"io"
+	"log"
 	"testing"
 	"time"
 
@@ -19,6 +21,9 @@ import (
 //
 //	go test ./harness -run '^$' -bench GrantsThroughProxies -benchtime 2000x
 func BenchmarkGrantsThroughProxies(b *testing.B) {
+	// The ZooKeeper client logs every connection, between the result lines.
+	defer log.SetOutput(log.Writer())
+	log.SetOutput(io.Discard)
 	for _, backend := range []string{"redis", "etcd", "zookeeper", "postgres"} {
 		for _, network := range []string{NetworkDirect, NetworkProxy} {
 			b.Run(backend+"/"+network, func(b *testing.B) {
