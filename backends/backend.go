@@ -112,6 +112,13 @@ type NodeSpec struct {
 	// (Endpoint.Source), as an etcd member's cannot, so that the process
 	// runtime's proxies still know them as links.
 	Caller func(all []Endpoint) func(head []byte) string
+	// Rewrite, if set, rewrites the first bytes of a connection Caller
+	// named, before they reach this node: for nodes whose peers name in
+	// their first message the address they listen on themselves, which
+	// this node would call back directly, past the proxies (a ZooKeeper
+	// server's election address). It puts the address the peer is reached
+	// at in its place.
+	Rewrite func(all []Endpoint) func(head []byte) []byte
 	// FakeClock starts the node under libfaketime so that a fault can move
 	// its wall clock alone.
 	FakeClock bool

@@ -107,14 +107,20 @@ func proxyNodes(network *netproxy.Network, specs []backends.NodeSpec, eps []back
 		}
 	}
 	for i, e := range eps {
-		var caller netproxy.Caller
+		var (
+			caller  netproxy.Caller
+			rewrite netproxy.Rewrite
+		)
 		if specs[i].Caller != nil {
 			caller = specs[i].Caller(eps)
+		}
+		if specs[i].Rewrite != nil {
+			rewrite = specs[i].Rewrite(eps)
 		}
 		for j, port := range e.Ports {
 			listen := net.JoinHostPort(e.HostName(), strconv.Itoa(port))
 			upstream := net.JoinHostPort(e.BindAddr(), strconv.Itoa(e.Listen[j]))
-			if err := network.Proxy(e.Name, listen, upstream, caller); err != nil {
+			if err := network.Proxy(e.Name, listen, upstream, caller, rewrite); err != nil {
 				return fmt.Errorf("%w: %w", err, errPortInUse)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -103,14 +104,12 @@ func TestNetworkOf(t *testing.T) {
 		backend, network string
 		faults           []string
 		want             string
-		refused          bool
 	}{
 		{backend: "sentinel", faults: []string{"partition-minority"}, want: NetworkProxy},
 		{backend: "etcd", faults: []string{"pause-node"}, want: NetworkDirect},
 		{backend: "redlock", network: NetworkProxy, want: NetworkProxy},
 		{backend: "sentinel", network: NetworkDirect, faults: []string{"partition"}, want: NetworkDirect},
-		{backend: "zookeeper", faults: []string{"partition"}, want: NetworkDirect},
-		{backend: "zookeeper", network: NetworkProxy, want: NetworkDirect, refused: true},
+		{backend: "zookeeper", faults: []string{"partition"}, want: NetworkProxy},
 	} {
 		t.Run(tt.backend+" "+tt.network+" "+strings.Join(tt.faults, ","), func(t *testing.T) {
 			cfg := testConfig(t, "", "unfenced", tt.faults, time.Second)
@@ -121,14 +120,20 @@ func TestNetworkOf(t *testing.T) {
 			}
 			specs := nodeSpecs(cfg, mustBackend(t, cfg))
 			assert.Equal(t, tt.want, networkOf(cfg, specs))
-			err := checkNetwork(cfg, specs)
-			if tt.refused {
-				assert.ErrorContains(t, err, "cannot run behind lockcheck's proxies")
-			} else {
-				assert.NoError(t, err)
-			}
+			assert.NoError(t, checkNetwork(cfg, specs))
 		})
 	}
+}
+
+// Nodes that cannot run behind the proxies (a backend of a user's own that
+// did not say they can) are reached directly, and --network proxy is
+// refused for them.
+func TestNetworkOfNodesNotProxyable(t *testing.T) {
+	cfg := testConfig(t, "", "unfenced", []string{"partition"}, time.Second)
+	specs := []backends.NodeSpec{{Name: "mine-0"}}
+	assert.Equal(t, NetworkDirect, networkOf(cfg, specs))
+	cfg.Run.Params = map[string]string{ParamNetwork: NetworkProxy}
+	assert.ErrorContains(t, checkNetwork(cfg, specs), "cannot run behind lockcheck's proxies")
 }
 
 // Under the docker runtime partition-minority cuts single links with rules

@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/postgres"
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
 )
@@ -147,4 +149,45 @@ func TestInterruptedFailoverLeavesNoPostgres(t *testing.T) {
 				"a postgres process outlived the run: %v", processesUnder(cfg.Out))
 		})
 	}
+}
+
+// Through the process runtime's proxies a standby's replication connection
+// is its own link: cut from the primary, the standby receives nothing the
+// primary writes, and once the cut heals it reconnects and catches up.
+// The walreceiver connects from 127.0.0.1, like lockcheck's own checks; its
+// application_name names it.
+func TestStandbyReplicationIsALinkOfItsOwn(t *testing.T) {
+	pgtest.Require(t)
+	b := mustBackend(t, Config{Run: history.RunConfig{Backend: "postgres"}})
+	p := newProcs()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	nodes, network, err := startNodes(ctx, p, b.Nodes(nil, map[string]string{catalog.ParamPostgresReplicas: "1"}), dir, true)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		p.killAll(5 * time.Second)
+		network.Close()
+	})
+	eps := []backends.Endpoint{nodes[0].ep, nodes[1].ep}
+	require.NoError(t, b.Ready(ctx, eps))
+
+	primary, err := postgres.Connect(ctx, eps[0].Addr(), 5*time.Second)
+	require.NoError(t, err)
+	defer primary.Close(context.Background())
+	standby, err := postgres.Connect(ctx, eps[1].Addr(), 5*time.Second)
+	require.NoError(t, err)
+	defer standby.Close(context.Background())
+	replicated := func() bool {
+		var there bool
+		err := standby.QueryRow(ctx, `SELECT to_regclass('cut_probe') IS NOT NULL`).Scan(&there)
+		return err == nil && there
+	}
+
+	network.Set(postgres.Standby, postgres.Primary, netproxy.Rule{Cut: true})
+	_, err = primary.Exec(ctx, `CREATE TABLE cut_probe (v int)`)
+	require.NoError(t, err)
+	assert.Never(t, replicated, 2*time.Second, 100*time.Millisecond, "the standby received a write across the cut")
+	network.Set(postgres.Standby, postgres.Primary, netproxy.Rule{})
+	assert.Eventually(t, replicated, time.Minute, 100*time.Millisecond, "the standby caught up once the cut healed")
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/zookeeper"
+	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/results"
 )
 
 // zkEnsemble is a running three-server ensemble of a test.
@@ -257,4 +259,35 @@ func TestZooKeeperKillRestartKeepsAServersData(t *testing.T) {
 	require.Len(t, loads, 2, "the log keeps both lives of the server")
 	assert.Equal(t, "0", loads[0][1], "the first life started empty")
 	assert.NotEqual(t, "0", loads[1][1], "the second life reloaded the transactions of the first from its own data")
+}
+
+// The leader cut off with a minority of the clients, through the process
+// runtime's proxies: the cut lands on the quorum and election links (the
+// servers are told apart by the ids they open those links with), the
+// majority elects another leader, and no two sessions hold the lock at
+// once.
+func TestZooKeeperPartitionMinorityStaysSafe(t *testing.T) {
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Fatalf("java is not installed (run scripts/setup): %v", err)
+	}
+	cfg := testConfig(t, "", "unfenced", []string{"partition-minority"}, 30*time.Second)
+	cfg.Run.Backend = "zookeeper"
+	cfg.Run.Params = map[string]string{}
+	cfg.TTL, cfg.Run.TTLms = time.Second, 1000
+	// The majority elects within seconds, but a follower that had just
+	// chosen the old leader waits out initLimit (5 s) before it looks
+	// again, and the election's notifications back off to seconds apart:
+	// the split lasts long enough for the other side to have a leader.
+	cfg.Pause, cfg.Interval = 15*time.Second, 2*time.Second
+	require.Equal(t, NetworkProxy, networkOf(cfg, nodeSpecs(cfg, mustBackend(t, cfg))))
+	out, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	assert.Empty(t, childrenOf(os.Getpid()), "no server or worker outlives the run")
+
+	// The leader is cut from the 2 other servers and 3 of the 4 clients.
+	requireCutsHealed(t, out.Dir, 2+3, true)
+	_, res, err := results.CheckDir(out.Dir, checker.Options{})
+	require.NoError(t, err)
+	assert.Zero(t, res.Checks.LeaseSafety.Violations, res.Reason)
+	assert.Equal(t, checker.Valid, res.Valid, res.Reason)
 }

@@ -50,7 +50,7 @@ func init() {
 			return postgres.NewService(all)
 		},
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return postgres.New(postgres.Options{Addrs: s.Addrs, Variant: s.Variant, Fence: s.Fence, Timeout: s.Timeout})
+			return postgres.New(postgres.Options{Addrs: s.Addrs, Variant: s.Variant, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
 		Programs:         []backends.Program{postgres.Server},
 		Flags:            &Flags{Bind: postgresFlags},

@@ -40,7 +40,7 @@ func init() {
 			return zookeeper.NewEnsemble(all)
 		},
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return zookeeper.New(zookeeper.Options{Servers: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout})
+			return zookeeper.New(zookeeper.Options{Servers: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
 		Programs:  []backends.Program{zookeeper.Java},
 		Flags:     &Flags{Bind: zookeeperFlags},

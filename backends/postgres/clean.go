@@ -11,7 +11,7 @@ import (
 // of a client that vanished lasts until the server notices. The fence
 // sequence stays: fences must keep rising across runs.
 func (l *Lock) Clean(ctx context.Context, keys []string) error {
-	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout)
+	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	Variant string
 	Fence   bool
 	Timeout time.Duration
+	// Source is the address the client's connections come from (the
+	// process runtime's proxies tell clients apart by it).
+	Source string
 }
 
 // Lock is one client's advisory lock. It keeps one session; any error drops
@@ -90,7 +93,7 @@ func (l *Lock) connect(ctx context.Context) error {
 	if l.conn != nil && !l.conn.IsClosed() {
 		return nil
 	}
-	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout)
+	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
 	if err != nil {
 		return err
 	}
@@ -234,7 +237,7 @@ func (l *Lock) Tx(key string) pgx.Tx {
 
 // Inspect says which session holds key's advisory lock, if any.
 func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
-	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout)
+	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
 	if err != nil {
 		return "", err
 	}

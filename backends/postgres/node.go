@@ -94,7 +94,7 @@ func Node(name, program, server string) backends.NodeSpec {
 				"--dir", self.Dir,
 				"--name", self.Name,
 				"--listen", self.BindAddr(),
-				"--port", strconv.Itoa(self.Ports[0]),
+				"--port", strconv.Itoa(self.ListenPort(0)),
 			}
 			for _, e := range all {
 				if e.Name != self.Name {
@@ -112,18 +112,20 @@ func Node(name, program, server string) backends.NodeSpec {
 		// starts; a standby waits for its primary's initdb, then copies it.
 		ReadyWithin: 2 * time.Minute,
 		Version:     version,
+		Proxyable:   true,
+		Caller:      StartupCaller,
 	}
 }
 
 // ConnConfig is the client configuration of the node at addr.
 func ConnConfig(addr string, timeout time.Duration) (*pgx.ConnConfig, error) {
-	return connConfig([]string{addr}, timeout, "")
+	return connConfig([]string{addr}, timeout, "", "")
 }
 
 // connConfig is the configuration of a client that tries addrs in order,
 // taking the first whose server offers attrs (target_session_attrs; ""
-// takes any).
-func connConfig(addrs []string, timeout time.Duration, attrs string) (*pgx.ConnConfig, error) {
+// takes any), and connects from source (none: wherever the system picks).
+func connConfig(addrs []string, timeout time.Duration, attrs, source string) (*pgx.ConnConfig, error) {
 	u := url.URL{Scheme: "postgres", User: url.User(User), Host: strings.Join(addrs, ","), Path: "/" + Database}
 	q := url.Values{}
 	q.Set("sslmode", "disable")
@@ -137,6 +139,9 @@ func connConfig(addrs []string, timeout time.Duration, attrs string) (*pgx.ConnC
 		return nil, err
 	}
 	cfg.ConnectTimeout = timeout
+	if source != "" {
+		cfg.DialFunc = backends.Dialer(source, timeout)
+	}
 	return cfg, nil
 }
 
@@ -151,9 +156,10 @@ func Connect(ctx context.Context, addr string, timeout time.Duration) (*pgx.Conn
 
 // ConnectPrimary opens a session on the first of addrs that accepts
 // writes (target_session_attrs=read-write): the primary, wherever a
-// failover moved it. A standby, or a node that is down, is skipped.
-func ConnectPrimary(ctx context.Context, addrs []string, timeout time.Duration) (*pgx.Conn, error) {
-	cfg, err := connConfig(addrs, timeout, "read-write")
+// failover moved it. A standby, or a node that is down, is skipped. The
+// session's connection comes from source, if set.
+func ConnectPrimary(ctx context.Context, addrs []string, timeout time.Duration, source string) (*pgx.Conn, error) {
+	cfg, err := connConfig(addrs, timeout, "read-write", source)
 	if err != nil {
 		return nil, err
 	}
@@ -258,8 +264,14 @@ func createCluster(server, data, dir, name, listen string, peers []string) error
 			}
 			// --checkpoint=fast: otherwise the copy waits for the
 			// primary's next checkpoint, minutes away; --no-sync as for
-			// initdb below.
+			// initdb below. -R writes the connection's settings into
+			// primary_conninfo: with no TLS or GSSAPI request first, a
+			// replication connection opens with its startup packet, whose
+			// application_name (the node's name, as for the walreceiver,
+			// cluster_name) tells the process runtime's proxies who calls
+			// (StartupCaller).
 			err = runAs(filepath.Join(bin, "pg_basebackup"), []string{"-h", host, "-p", port, "-U", User, "-D", data,
+				"-d", "sslmode=disable gssencmode=disable application_name=" + name,
 				"-R", "-X", "stream", "--checkpoint=fast", "--no-sync"}, filepath.Join(dir, "basebackup.log"), false)
 			if err != nil {
 				return fmt.Errorf("pg_basebackup from %s: %w (see %s)", primary, err, filepath.Join(dir, "basebackup.log"))

@@ -94,7 +94,7 @@ func Config(self backends.Endpoint, all []backends.Endpoint, tick time.Duration)
 		"initLimit=" + strconv.Itoa(initTicks),
 		"syncLimit=" + strconv.Itoa(SyncTicks),
 		"dataDir=" + filepath.Join(self.Dir, DataDir),
-		"clientPort=" + strconv.Itoa(self.Ports[0]),
+		"clientPort=" + strconv.Itoa(self.ListenPort(0)),
 		"clientPortAddress=" + self.BindAddr(),
 		// Port 8080 on every server would collide, and nothing uses it.
 		"admin.enableServer=false",
@@ -104,7 +104,14 @@ func Config(self backends.Endpoint, all []backends.Endpoint, tick time.Duration)
 		"preAllocSize=1024",
 	}
 	for i, e := range all {
-		lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", i+1, e.HostName(), e.Ports[1], e.Ports[2]))
+		quorum, election := e.Ports[1], e.Ports[2]
+		if e.Name == self.Name {
+			// A server listens where its own line says; behind the
+			// process runtime's proxies that is its own ports, while its
+			// peers reach it at the proxies' (see QuorumCaller).
+			quorum, election = self.ListenPort(1), self.ListenPort(2)
+		}
+		lines = append(lines, fmt.Sprintf("server.%d=%s:%d:%d", i+1, e.HostName(), quorum, election))
 	}
 	return lines
 }
@@ -256,6 +263,9 @@ func Node(name, program, java, classpath string, tick time.Duration) backends.No
 		Version:     version,
 		Image:       Image,
 		Command:     "zookeeper",
+		Proxyable:   true,
+		Caller:      QuorumCaller,
+		Rewrite:     ElectionRewrite,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -47,6 +48,9 @@ type Options struct {
 	// Timeout bounds each operation; one that runs out has an unknown
 	// outcome.
 	Timeout time.Duration
+	// Source is the address the client's connections come from (the
+	// process runtime's proxies tell clients apart by it).
+	Source string
 }
 
 // Lock is a ZooKeeper lock client. It keeps one session and replaces it
@@ -155,7 +159,7 @@ func (l *Lock) session(ctx context.Context) (*session, error) {
 	}
 	l.abandon()
 	s := &session{lost: make(chan struct{}), ready: make(chan struct{})}
-	conn, _, err := zk.Connect(l.opts.Servers, l.opts.TTL, zk.WithLogger(s), zk.WithEventCallback(s.event))
+	conn, _, err := zk.Connect(l.opts.Servers, l.opts.TTL, zk.WithLogger(s), zk.WithEventCallback(s.event), zk.WithDialer(dialer(l.opts.Source)))
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +171,15 @@ func (l *Lock) session(ctx context.Context) (*session, error) {
 	case <-ctx.Done():
 		go conn.Close()
 		return nil, fmt.Errorf("no session within %s: %w", l.opts.Timeout, ctx.Err())
+	}
+}
+
+// dialer connects from source (none: wherever the system picks).
+func dialer(source string) zk.Dialer {
+	return func(network, addr string, timeout time.Duration) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return backends.Dialer(source, timeout)(ctx, network, addr)
 	}
 }
 

@@ -95,6 +95,19 @@ func TestServerArgsNameEveryServer(t *testing.T) {
 	assert.Contains(t, java, "-XX:-UsePerfData", "a killed JVM leaves no hsperfdata file in /tmp")
 }
 
+// Behind the process runtime's proxies a server listens on its own ports,
+// which only its own line names; its peers' lines name the proxies'.
+func TestConfigBehindProxiesListensOnItsOwnPorts(t *testing.T) {
+	all := []backends.Endpoint{
+		{Name: "zk-1", Ports: []int{2000, 2001, 2002}, Listen: []int{3000, 3001, 3002}, Dir: "/run/zk-1"},
+		{Name: "zk-2", Ports: []int{2181, 2182, 2183}, Listen: []int{3181, 3182, 3183}, Dir: "/run/zk-2"},
+	}
+	lines := Config(all[0], all, DefaultTick)
+	assert.Contains(t, lines, "clientPort=3000")
+	assert.Contains(t, lines, "server.1=127.0.0.1:3001:3002")
+	assert.Contains(t, lines, "server.2=127.0.0.1:2182:2183")
+}
+
 // The launcher writes zoo.cfg where it runs and myid into the data
 // directory (again after a wipe), and hands on the JVM's command line.
 func TestConfigureWritesTheServersFiles(t *testing.T) {

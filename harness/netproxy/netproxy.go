@@ -82,10 +82,18 @@ func (n *Network) Name(ip, name string) {
 // request to a peer).
 type Caller func(head []byte) string
 
+// Rewrite changes what a caller sent first before it goes on to the node:
+// for callers that name, in their first message, an address of their own
+// that the node would call back past the proxies (a ZooKeeper server names
+// the address it listens on itself). It returns head when it has nothing
+// to change.
+type Rewrite func(head []byte) []byte
+
 // Proxy listens on listen and forwards every connection to upstream; owner
 // names the node behind it, the other end of every link it carries. caller,
-// if set, names the callers whose address was named for no one.
-func (n *Network) Proxy(owner, listen, upstream string, caller Caller) error {
+// if set, names the callers whose address was named for no one, and
+// rewrite, if set, rewrites their first bytes.
+func (n *Network) Proxy(owner, listen, upstream string, caller Caller, rewrite Rewrite) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("proxy for %s on %s: %w", owner, listen, err)
@@ -99,7 +107,7 @@ func (n *Network) Proxy(owner, listen, upstream string, caller Caller) error {
 	n.listeners = append(n.listeners, ln)
 	n.wg.Add(1)
 	n.mu.Unlock()
-	go n.accept(ln, owner, upstream, caller)
+	go n.accept(ln, owner, upstream, caller, rewrite)
 	return nil
 }
 
@@ -173,7 +181,7 @@ func (n *Network) Close() error {
 	return err
 }
 
-func (n *Network) accept(ln net.Listener, owner, upstream string, caller Caller) {
+func (n *Network) accept(ln net.Listener, owner, upstream string, caller Caller, rewrite Rewrite) {
 	defer n.wg.Done()
 	for {
 		down, err := ln.Accept()
@@ -194,7 +202,7 @@ func (n *Network) accept(ln net.Listener, owner, upstream string, caller Caller)
 		n.conns[c] = struct{}{}
 		n.wg.Add(1)
 		n.mu.Unlock()
-		go n.serve(c, owner, upstream, caller)
+		go n.serve(c, owner, upstream, caller, rewrite)
 	}
 }
 
@@ -204,7 +212,7 @@ const sniffWait = 500 * time.Millisecond
 
 // serve carries one connection until either end closes it or the network
 // shuts down.
-func (n *Network) serve(c *conn, owner, upstream string, caller Caller) {
+func (n *Network) serve(c *conn, owner, upstream string, caller Caller, rewrite Rewrite) {
 	defer n.wg.Done()
 	defer func() {
 		c.close()
@@ -222,6 +230,9 @@ func (n *Network) serve(c *conn, owner, upstream string, caller Caller) {
 			n.mu.Lock()
 			c.link = pairOf(name, owner)
 			n.mu.Unlock()
+		}
+		if rewrite != nil {
+			head = rewrite(head)
 		}
 	}
 	n.mu.Lock()

@@ -2,6 +2,7 @@ package netproxy
 
 import (
 	"bufio"
+	"bytes"
 	"net"
 	"strings"
 	"testing"
@@ -90,6 +91,8 @@ func network(t *testing.T) (*Network, string) {
 			return "c3"
 		}
 		return ""
+	}, func(head []byte) []byte {
+		return bytes.Replace(head, []byte("call me at node-own"), []byte("call me at node-proxied"), 1)
 	}))
 	return n, addr
 }
@@ -162,4 +165,26 @@ func TestCallerNamedByWhatItSends(t *testing.T) {
 	introduced.Write([]byte("I am c3\n")) //nolint:errcheck // the round trip fails instead
 	assert.False(t, roundTrip(introduced, 300*time.Millisecond), "a caller that names itself c3 is cut")
 	assert.True(t, roundTrip(dialFrom(t, "127.0.0.1", addr), time.Second), "one that does not passes")
+}
+
+// What an unnamed caller sends first reaches the node rewritten; a named
+// caller's bytes are never looked at.
+func TestFirstBytesRewritten(t *testing.T) {
+	for _, tt := range []struct {
+		name, from, want string
+	}{
+		{"an unnamed caller", "127.0.0.1", "call me at node-proxied\n"},
+		{"a named caller", "127.0.2.1", "call me at node-own\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, addr := network(t)
+			c := dialFrom(t, tt.from, addr)
+			c.SetDeadline(time.Now().Add(time.Second)) //nolint:errcheck // the read fails instead
+			_, err := c.Write([]byte("call me at node-own\n"))
+			require.NoError(t, err)
+			line, err := bufio.NewReader(c).ReadString('\n')
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, line)
+		})
+	}
 }

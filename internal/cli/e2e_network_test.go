@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
@@ -90,14 +91,19 @@ func TestEtcdPartitionsStaySafe(t *testing.T) {
 // With no fault the proxies are transparent: every backend that runs
 // behind them stays valid.
 func TestNoFaultThroughProxies(t *testing.T) {
-	for _, backend := range []string{"redis", "sentinel", "redlock", "redsync", "etcd"} {
+	for _, backend := range []string{"redis", "sentinel", "redlock", "redsync", "etcd", "zookeeper", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			if backend == "sentinel" {
+			args := []string{"--backend", backend, "--network", harness.NetworkProxy, "--nemesis", "none",
+				"--workload", "unfenced", "--ttl", "2s", "--time-limit", "5s"}
+			switch backend {
+			case "sentinel":
 				requireSentinel(t)
+			case "postgres":
+				pgtest.Require(t)
+				args = append(args, "--replicas", "1") // the standby's replication through the proxies too
 			}
-			inv, res, _ := runLockcheck(t, "--backend", backend, "--network", harness.NetworkProxy, "--nemesis", "none",
-				"--workload", "unfenced", "--ttl", "2s", "--time-limit", "5s")
+			inv, res, _ := runLockcheck(t, args...)
 			assert.Equal(t, exitValid, inv.code, inv.stdout)
 			assert.Positive(t, res.Checks.Liveness.Grants)
 			assert.Equal(t, harness.NetworkProxy, res.Config.Params[harness.ParamNetwork], "the run went through the proxies")
