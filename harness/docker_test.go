@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
 )
 
 // dockerConfig is a run of backend under the docker runtime, or skips the
@@ -187,4 +190,132 @@ func TestDockerPartitionCutsOffTheZooKeeperLeader(t *testing.T) {
 	assert.Equal(t, before[len(before)-1].Value.Target, cut.Value.Target, "the partition cuts the leader off")
 	require.NotEmpty(t, during, "the others elected a leader while it was cut off")
 	assert.NotEqual(t, cut.Value.Target, during[0].Value.Target)
+}
+
+// watchRules polls the iptables rules of the test's containers while the
+// test runs; seen reports whether any held want.
+func watchRules(t *testing.T, want string) (seen func() bool) {
+	t.Helper()
+	cli := containertest.Engine(t)
+	var found atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil && !found.Load() {
+			if rules, err := containertest.Rules(ctx, cli); err == nil && strings.Contains(rules, want) {
+				found.Store(true)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return found.Load
+}
+
+// linkFault runs cfg and returns its history with the first start of a
+// link fault (verb start) and its end, which it checks: a client's links
+// to the node, healed with no error, and the step landed unless the run
+// was cancelled.
+func linkFault(t *testing.T, ctx context.Context, cfg Config, start, end string) (h *history.History, on, off history.Event, out Outcome) {
+	t.Helper()
+	out, err := Run(ctx, cfg)
+	require.NoError(t, err)
+	h = readHistory(t, out.Dir)
+	starts, ends := nemesisEvents(h, start), nemesisEvents(h, end)
+	require.NotEmpty(t, starts)
+	require.NotEmpty(t, ends)
+	on, off = starts[0], ends[0]
+	assert.True(t, strings.HasPrefix(on.Value.Target, "c"), "a client's links are shaped: %s", on.Value.Target)
+	assert.Equal(t, []string{"redis-0"}, on.Value.Links)
+	assert.Equal(t, on.Value.Target, off.Value.Target)
+	assert.Empty(t, off.Value.Detail, "the heal took the rules out")
+	if !out.Interrupted {
+		assertLanded(t, h, on.Value.Step)
+	}
+	return h, on, off, out
+}
+
+// lockOps are the lock operations (those that reach the node) of the
+// client that was process client when on was recorded, each with its
+// completion, of those under way at some time between on and off. A client whose
+// operation ends unknown goes on as another process (workloads' retire):
+// the processes of a client are those of its slot.
+func lockOps(h *history.History, clients int, client string, on, off history.Event) [][2]history.Event {
+	var ops [][2]history.Event
+	invoked := map[history.Process]history.Event{}
+	for _, e := range h.Events {
+		if e.Process == history.Nemesis || int(e.Process)%clients != int(processOf(client))%clients || (e.F != history.FAcquire && e.F != history.FRelease) {
+			continue
+		}
+		if e.Type == history.Invoke {
+			invoked[e.Process] = e
+			continue
+		}
+		if inv, ok := invoked[e.Process]; ok && inv.Time < off.Time && e.Time > on.Time {
+			ops = append(ops, [2]history.Event{inv, e})
+		}
+		delete(invoked, e.Process)
+	}
+	return ops
+}
+
+// processOf reads a client's process number from its name, c3.
+func processOf(name string) history.Process {
+	n, _ := strconv.Atoi(strings.TrimPrefix(name, "c"))
+	return history.Process(n)
+}
+
+// slow-link under docker slows one client's link to the Redis node: while
+// it is on, the node's rules send the client's packets to lockcheck's
+// queue, and a lock operation of the client then takes at least the
+// latency (a lower bound: a busy machine only adds to it); it lands and
+// heals with no error.
+func TestDockerSlowLinkSlowsAClientsLink(t *testing.T) {
+	cfg := dockerConfig(t, "redis", []string{"slow-link"}, 6*time.Second)
+	cfg.Pause, cfg.Interval = 2*time.Second, time.Second
+	const latency = 400 * time.Millisecond
+	cfg.Run.Params[nemesis.ParamLatency] = latency.String()
+	cfg.Run.Params[nemesis.ParamJitter] = "0s"
+	queued := watchRules(t, "-j NFQUEUE")
+	h, on, off, _ := linkFault(t, context.Background(), cfg, history.NemSlowLink, history.NemSlowLinkEnd)
+	assert.True(t, queued(), "the node's rules sent the client's packets to the queue")
+	ops := lockOps(h, cfg.Run.Clients, on.Value.Target, on, off)
+	require.NotEmpty(t, ops, "the slowed client tried the lock meanwhile")
+	slowest := time.Duration(0)
+	for _, op := range ops {
+		slowest = max(slowest, time.Duration(op[1].Time-op[0].Time))
+	}
+	assert.GreaterOrEqual(t, slowest, latency, "a lock operation over the slow link took at least its latency")
+}
+
+// flaky-link under docker with --reset-share 1 resets every connection of
+// one client to the Redis node, so its lock operations fail meanwhile; a
+// run cancelled (Ctrl-C) while it is on still heals it, with no error,
+// and leaves no container, network or rule.
+func TestDockerFlakyLinkCancelledRunHeals(t *testing.T) {
+	cfg := dockerConfig(t, "redis", []string{"flaky-link"}, time.Minute)
+	cfg.Pause, cfg.Interval = 30*time.Second, time.Second // still on when the run is cancelled
+	cfg.Run.Params[nemesis.ParamResetShare] = "1"
+	flaky := watchRules(t, "-j lockcheck-flaky-")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel a while after the rules went in, so that the client
+		// meets them.
+		deadline := time.Now().Add(time.Minute)
+		for !flaky() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		cancel()
+	}()
+	h, on, off, out := linkFault(t, ctx, cfg, history.NemFlakyLink, history.NemFlakyLinkEnd)
+	assert.True(t, out.Interrupted)
+	assert.True(t, flaky(), "the node's rules reset the client's connections")
+	failed := slices.ContainsFunc(lockOps(h, cfg.Run.Clients, on.Value.Target, on, off), func(op [2]history.Event) bool { return op[1].Type != history.OK })
+	assert.True(t, failed, "a lock operation of the client failed on its reset connections")
+	rules, err := containertest.Rules(context.Background(), containertest.Engine(t))
+	require.NoError(t, err)
+	assert.Empty(t, rules, "no container of the run is left to hold a rule")
 }
