@@ -270,8 +270,13 @@ func (q *delayQueue) receive() {
 		if errors.Is(err, os.ErrClosed) {
 			return
 		}
+		if errors.Is(err, unix.ENOBUFS) {
+			continue // packets overflowed the socket's buffer: the queue fails open
+		}
 		if err != nil {
-			continue // ENOBUFS and the like: the next read goes on
+			// Nothing else is expected: rather than spin on it, stop
+			// taking packets; the queue lets them pass once full.
+			return
 		}
 		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
 		if err != nil {

@@ -131,8 +131,9 @@ func (n *Node) Slow(addr string, latency, jitter time.Duration) error {
 		}
 		s.slow[addr] = on
 	}
-	// The queue takes the new delay after the rules: a packet it holds
-	// for a peer it no longer slows goes at once.
+	// The queue learns the delay after the rules changed: until then a
+	// packet of the peer passes at once, and a packet held when the link
+	// heals goes at its time (or at once, when the queue closes).
 	if s.queue != nil && !s.queue.set(peer, d) {
 		s.queue.close()
 		s.queue = nil
