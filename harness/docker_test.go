@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -318,4 +319,55 @@ func TestDockerFlakyLinkCancelledRunHeals(t *testing.T) {
 	rules, err := containertest.Rules(context.Background(), containertest.Engine(t))
 	require.NoError(t, err)
 	assert.Empty(t, rules, "no container of the run is left to hold a rule")
+}
+
+// recordingCutter is a linkCutter that records what it was asked.
+type recordingCutter struct{ calls *[]string }
+
+func (r recordingCutter) Cut(addr string) error   { return r.add("cut " + addr) }
+func (r recordingCutter) Uncut(addr string) error { return r.add("uncut " + addr) }
+func (r recordingCutter) Slow(addr string, latency, jitter time.Duration) error {
+	return r.add(fmt.Sprintf("slow %s %s %s", addr, latency, jitter))
+}
+func (r recordingCutter) Flaky(addr string, share float64) error {
+	return r.add(fmt.Sprintf("flaky %s %g", addr, share))
+}
+func (r recordingCutter) ClientAddr(int) (string, error) { return "", nil }
+func (r recordingCutter) add(call string) error          { *r.calls = append(*r.calls, call); return nil }
+
+// The docker runtime shapes a link at one end, both ways: the node of a
+// client's link, the first node of two; a cut is made at every node end.
+// Only what changed is asked of the node, and the heal asks for zero.
+func TestContainerLinksShapeAtOneEnd(t *testing.T) {
+	calls := map[string]*[]string{"redis-0": {}, "redis-1": {}}
+	l := &containerLinks{
+		nodes:  map[string]linkCutter{"redis-0": recordingCutter{calls["redis-0"]}, "redis-1": recordingCutter{calls["redis-1"]}},
+		addrs:  map[string]string{"redis-0": "10.0.0.2", "redis-1": "10.0.0.3", "c0": "10.0.0.150"},
+		cut:    map[[2]string]bool{},
+		shaped: map[[2]string]nemesis.LinkRule{},
+	}
+	slow := nemesis.LinkRule{Latency: 200 * time.Millisecond, Jitter: 50 * time.Millisecond}
+	for _, step := range []struct {
+		a, b string
+		rule nemesis.LinkRule
+	}{
+		{"c0", "redis-1", slow},
+		{"redis-1", "redis-0", slow},
+		{"c0", "redis-1", slow}, // unchanged: nothing asked
+		{"redis-1", "redis-0", nemesis.LinkRule{Reset: 0.5}},
+		{"c0", "redis-1", nemesis.LinkRule{}},
+		{"redis-1", "redis-0", nemesis.LinkRule{}},
+		{"redis-0", "redis-1", nemesis.LinkRule{Cut: true}},
+	} {
+		require.NoError(t, l.shape(step.a, step.b, step.rule))
+	}
+	assert.Equal(t, []string{
+		"slow 10.0.0.150 200ms 50ms", "slow 10.0.0.2 200ms 50ms",
+		"slow 10.0.0.2 0s 0s", "flaky 10.0.0.2 0.5",
+		"slow 10.0.0.150 0s 0s",
+		"flaky 10.0.0.2 0",
+		"cut 10.0.0.2",
+	}, *calls["redis-1"])
+	assert.Equal(t, []string{"cut 10.0.0.3"}, *calls["redis-0"], "redis-0 shapes nothing that redis-1 shapes")
+	assert.Empty(t, l.shaped, "the heals leave nothing shaped")
 }
