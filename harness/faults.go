@@ -80,8 +80,9 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 		t.Offers = append(t.Offers, nemesis.CapPartition, nemesis.CapLinks, nemesis.CapShape)
 	}
 	if t.Runtime == RuntimeDocker && t.Nodes > 0 && checkLinkTools() == nil {
-		// Each node drops the addresses it is cut from.
-		t.Offers = append(t.Offers, nemesis.CapLinks)
+		// Each node drops the addresses it is cut from, and holds or
+		// resets the packets of the links it slows or makes flaky.
+		t.Offers = append(t.Offers, nemesis.CapLinks, nemesis.CapShape)
 	}
 	if b.Service != nil && t.Nodes > 0 {
 		// The handle's type says what it can do; it is built on endpoints

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/harness/netproxy"
@@ -172,10 +173,13 @@ func (p *proxyLinks) source(slot int) (string, error) {
 // linkCutter is a container whose links can be cut one by one (package
 // container's Node): it drops, in its own network namespace, the packets
 // from and to an address, and gives clients addresses of their own on its
-// network.
+// network. It can also slow the packets of an address or reset its
+// connections; zero values undo that.
 type linkCutter interface {
 	Cut(addr string) error
 	Uncut(addr string) error
+	Slow(addr string, latency, jitter time.Duration) error
+	Flaky(addr string, share float64) error
 	ClientAddr(slot int) (string, error)
 }
 
@@ -198,17 +202,19 @@ func checkLinkTools() error {
 
 // containerLinks are the docker runtime's links: each node drops the
 // packets of the addresses it is cut from, and each client dials from an
-// address of its own on the run's network. They cut only: a link cannot
-// be slowed or made flaky there.
+// address of its own on the run's network. A link is slowed or made flaky
+// by one of its ends, both ways: the node, or the first of two nodes.
 type containerLinks struct {
 	mu    sync.Mutex
 	nodes map[string]linkCutter
 	addrs map[string]string  // link name -> address on the run's network
 	cut   map[[2]string]bool // node, address it drops
+	// shaped is how a node shapes an address's packets (Cut unused).
+	shaped map[[2]string]nemesis.LinkRule
 }
 
 func newContainerLinks(nodes []Container) (*containerLinks, error) {
-	l := &containerLinks{nodes: map[string]linkCutter{}, addrs: map[string]string{}, cut: map[[2]string]bool{}}
+	l := &containerLinks{nodes: map[string]linkCutter{}, addrs: map[string]string{}, cut: map[[2]string]bool{}, shaped: map[[2]string]nemesis.LinkRule{}}
 	for _, n := range nodes {
 		c, ok := n.(linkCutter)
 		if !ok {
@@ -235,9 +241,6 @@ func (l *containerLinks) source(slot int) (string, error) {
 }
 
 func (l *containerLinks) shape(a, b string, rule nemesis.LinkRule) error {
-	if rule.Latency > 0 || rule.Jitter > 0 || rule.Reset > 0 {
-		return errors.New("links between containers can be cut, not slowed or made flaky (use --runtime process)")
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var err error
@@ -254,6 +257,29 @@ func (l *containerLinks) shape(a, b string, rule nemesis.LinkRule) error {
 			err = errors.Join(err, n.Uncut(addr))
 		}
 		l.cut[key] = rule.Cut
+	}
+	// One end shapes the link both ways: a node shaping its packets from
+	// and to the other as well would slow them twice.
+	if _, ok := l.nodes[a]; !ok {
+		a, b = b, a
+	}
+	n, ok := l.nodes[a]
+	addr := l.addrs[b]
+	if !ok || addr == "" {
+		return err
+	}
+	key := [2]string{a, addr}
+	was, now := l.shaped[key], nemesis.LinkRule{Latency: rule.Latency, Jitter: rule.Jitter, Reset: rule.Reset}
+	if was.Latency != now.Latency || was.Jitter != now.Jitter {
+		err = errors.Join(err, n.Slow(addr, now.Latency, now.Jitter))
+	}
+	if was.Reset != now.Reset {
+		err = errors.Join(err, n.Flaky(addr, now.Reset))
+	}
+	if now == (nemesis.LinkRule{}) {
+		delete(l.shaped, key)
+	} else {
+		l.shaped[key] = now
 	}
 	return err
 }

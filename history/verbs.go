@@ -38,6 +38,10 @@ type Verb struct {
 	// ("paused", "killed", "cut off the network"); empty draws the fault
 	// as any other.
 	State string
+	// Link is, for a verb that shapes its target's links to Links, what
+	// it makes them ("slow", "flaky"): the report draws each such link on
+	// the lanes of both its ends.
+	Link string
 }
 
 // NemCutReplicas closes a master's replication links; Target is the master.
@@ -62,9 +66,9 @@ var verbs = map[string]Verb{
 	NemClockReset:   {Role: Heals, Heals: NemClockJump},
 	NemPartition:    {Role: Starts, UntilEnd: true, State: "cut off the network"},
 	NemHeal:         {Role: Heals, Heals: NemPartition},
-	NemSlowLink:     {Role: Starts, UntilEnd: true, State: "on slow links"},
+	NemSlowLink:     {Role: Starts, UntilEnd: true, State: "on slow links", Link: "slow"},
 	NemSlowLinkEnd:  {Role: Heals, Heals: NemSlowLink},
-	NemFlakyLink:    {Role: Starts, UntilEnd: true, State: "on flaky links"},
+	NemFlakyLink:    {Role: Starts, UntilEnd: true, State: "on flaky links", Link: "flaky"},
 	NemFlakyLinkEnd: {Role: Heals, Heals: NemFlakyLink},
 	NemSwitchMaster: {Role: Point},
 	NemCutReplicas:  {Role: Point},

@@ -72,7 +72,8 @@ const (
 	// container's network namespace).
 	CapLinks Capability = "links"
 	// CapShape: single links can also be slowed or made to reset their
-	// connections (the process runtime's proxies).
+	// connections (the process runtime's proxies, or rules and a
+	// netfilter queue in each container's network namespace).
 	CapShape Capability = "shape"
 	// CapLeader: the service names the node leading it (LeaderFinder).
 	CapLeader Capability = "leader"
@@ -96,7 +97,7 @@ var capabilityText = map[Capability]string{
 	CapMajority:  "at least three nodes, so that a bare majority remains when a minority stops",
 	CapPartition: "nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy)",
 	CapLinks:     "links between clients and nodes that lockcheck can cut one by one (--runtime process with --network proxy, or --runtime docker as root)",
-	CapShape:     "links between clients and nodes that lockcheck carries (--runtime process with --network proxy)",
+	CapShape:     "links between clients and nodes that lockcheck can slow or reset one by one (--runtime process with --network proxy, or --runtime docker as root)",
 	CapLeader:    "a service that names its leader",
 	CapFailover:  "a service that fails over by itself",
 	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",

@@ -104,7 +104,7 @@ func TestNetworkFaultsShapeAndHeal(t *testing.T) {
 }
 
 // A fault that cuts single links refuses a run that cannot cut them, and
-// one that slows or breaks them a run that can only cut them (docker).
+// one that slows or breaks them a run that can only cut them.
 func TestLinkFaultsNeedTheNetwork(t *testing.T) {
 	noLinks := []Capability{CapNodes, CapMajority, CapPartition}
 	cutsOnly := append(slices.Clone(noLinks), CapLinks)

@@ -145,6 +145,7 @@ func newTimeline(h *history.History, res *checker.Result, span checker.Interval)
 	b.axis(dur)
 	b.faults(res.Faults)
 	b.nodeStates(h, span.End)
+	b.linkStates(h, span.End)
 	b.history(h, span.End)
 	b.windows(res.Checks.DoubleOwnership.List)
 	b.leaseViolations(res.Checks.LeaseSafety.Evidence)
@@ -681,7 +682,7 @@ func (b *builder) nodeStates(h *history.History, end int64) {
 			continue
 		}
 		node := e.Value.Target
-		if _, ok := b.nodeLane[node]; !ok || observesOnly(e.F) {
+		if _, ok := b.nodeLane[node]; !ok || observesOnly(e.F) || isLinkFault(e.F) {
 			continue
 		}
 		detail := e.Value.Detail
@@ -746,11 +747,93 @@ func (b *builder) nodeStates(h *history.History, end int64) {
 	}
 }
 
+// isLinkFault is the start of a fault that shapes links (history's
+// Verb.Link) or the verb that heals it.
+func isLinkFault(verb string) bool {
+	v := history.VerbOf(verb)
+	return v.Link != "" || v.Role == history.Heals && history.VerbOf(v.Heals).Link != ""
+}
+
+// linkStates draws each slowed or flaky link as a bar for as long as the
+// fault holds, on the lane of its target ("slow to c1, redis-1: ...") and
+// on the lane of each other end that has one ("slow to redis-0: ..."),
+// with what the fault did to the links (its detail).
+func (b *builder) linkStates(h *history.History, end int64) {
+	type open struct {
+		lane       int
+		name, text string
+		class      string
+		start      int64
+	}
+	bars := map[string][]open{} // target -> the bars its start opened
+	closeAll := func(target string, t int64) {
+		for _, o := range bars[target] {
+			b.laneBar(o.lane, o.name, o.class, o.start, t, o.text)
+		}
+		delete(bars, target)
+	}
+	for i := range h.Events {
+		e := &h.Events[i]
+		if e.Process != history.Nemesis || e.Value == nil {
+			continue
+		}
+		target := e.Value.Target
+		if !isLinkFault(e.F) {
+			continue
+		}
+		// A heal ends the bars of its target; so does a new start.
+		closeAll(target, e.Time)
+		verb := history.VerbOf(e.F).Link
+		if verb == "" {
+			continue
+		}
+		class := "link-" + verb
+		say := func(to string) string {
+			if e.Value.Detail == "" {
+				return verb + " to " + to
+			}
+			return verb + " to " + to + ": " + e.Value.Detail
+		}
+		if l, ok := b.laneNamed(target); ok && len(e.Value.Links) > 0 {
+			bars[target] = append(bars[target], open{l, target, say(strings.Join(e.Value.Links, ", ")), class, e.Time})
+		}
+		for _, peer := range e.Value.Links {
+			if l, ok := b.laneNamed(peer); ok {
+				bars[target] = append(bars[target], open{l, peer, say(target), class, e.Time})
+			}
+		}
+	}
+	for _, target := range sortedKeys(bars) {
+		closeAll(target, end)
+	}
+}
+
+// laneNamed is the lane of a node or of a client process (c3).
+func (b *builder) laneNamed(name string) (int, bool) {
+	if l, ok := b.nodeLane[name]; ok {
+		return l, true
+	}
+	if !clientName.MatchString(name) {
+		return 0, false
+	}
+	p, err := strconv.Atoi(name[1:])
+	if err != nil {
+		return 0, false
+	}
+	l, ok := b.laneOf[history.Process(p)]
+	return l, ok
+}
+
 // nodeBar draws one state of a node, with its text inside when it fits.
 func (b *builder) nodeBar(node, class string, start, end int64, text string) {
-	l := b.nodeLane[node]
+	b.laneBar(b.nodeLane[node], node, class, start, end, text)
+}
+
+// laneBar draws one state of what lane l shows (a node, a client's
+// links), with its text inside when it fits.
+func (b *builder) laneBar(l int, name, class string, start, end int64, text string) {
 	x0, x1 := b.x(start), b.x(end)
-	title := fmt.Sprintf("%s %s from %s to %s", node, text, relSec(start, b.t0), relSec(end, b.t0))
+	title := fmt.Sprintf("%s %s from %s to %s", name, text, relSec(start, b.t0), relSec(end, b.t0))
 	b.tl.Bars = append(b.tl.Bars, b.timed(shape{Class: class, Title: title,
 		X: x0, Y: b.laneY(l) + (pitch-barH)/2, W: round1(math.Max(2, x1-x0)), H: barH}, start, end))
 	b.label(x0, x1, b.midY(l)+3.5, "node-label", text, start, end)

@@ -77,6 +77,50 @@ func TestTimelineNodePartition(t *testing.T) {
 	}
 }
 
+// A slowed or flaky link is a bar for as long as the fault holds, on its
+// target's lane (a node's or a client's) naming the other ends, and on
+// each other end's lane naming the target, with what the fault did; a
+// fault still on when the history ends runs to its end. The text is
+// escaped, and the faults are no points on the node lanes.
+func TestTimelineLinkFaults(t *testing.T) {
+	h := storyHistory(plain)
+	for _, e := range []history.Event{
+		{Time: at(20_000), Process: history.Nemesis, Type: history.Info, F: history.NemSlowLink,
+			Value: &history.Value{Target: "redis-0", Links: []string{"c1", "redis-1"}, Detail: "200ms plus up to 50ms each way <b>"}},
+		{Time: at(24_000), Process: history.Nemesis, Type: history.Info, F: history.NemSlowLinkEnd, Value: &history.Value{Target: "redis-0"}},
+		{Time: at(25_000), Process: history.Nemesis, Type: history.Info, F: history.NemFlakyLink,
+			Value: &history.Value{Target: "c2", Links: []string{"redis-0"}, Detail: "30% of connections reset"}},
+	} {
+		e.Index = int64(len(h.Events))
+		h.Events = append(h.Events, e)
+	}
+	page := renderReport(t, h, checker.Check(h, nil, checker.Options{}))
+	for _, class := range []string{"link-slow", "link-flaky", "fault-slow-link", "fault-flaky-link"} {
+		assert.Contains(t, page, "svg ."+class+" {", "the page styles %s", class)
+	}
+	svg := svgOf(t, page)
+	for _, tc := range []struct {
+		class string
+		want  []string
+	}{
+		{"link-slow", []string{
+			"redis-0 slow to c1, redis-1: 200ms plus up to 50ms each way &lt;b&gt; from 20.000 s to 24.000 s",
+			"c1 slow to redis-0: 200ms plus up to 50ms each way &lt;b&gt; from 20.000 s to 24.000 s",
+			"redis-1 slow to redis-0: 200ms plus up to 50ms each way &lt;b&gt; from 20.000 s to 24.000 s",
+		}},
+		{"link-flaky", []string{
+			"c2 flaky to redis-0: 30% of connections reset from 25.000 s to 30.000 s",
+			"redis-0 flaky to c2: 30% of connections reset from 25.000 s to 30.000 s",
+		}},
+	} {
+		assert.ElementsMatch(t, tc.want, titlesOf(svg, tc.class), tc.class)
+	}
+	assert.NotContains(t, svg, "<b>", "the detail is escaped")
+	for _, title := range titlesOf(svg, "node-event") {
+		assert.NotContains(t, title, "link", "a link fault is a bar, not a point")
+	}
+}
+
 func TestTimelineNodeClock(t *testing.T) {
 	h := storyHistory(hostile{key: "lock-0", target: "redis-2", errText: "busy"})
 	// The scenario's verb says "clock offset +5s"; a second jump ends the first.

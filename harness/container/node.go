@@ -39,6 +39,8 @@ type Node struct {
 	mu  sync.Mutex
 	pid int  // the server's PID on the host
 	cut bool // disconnected from the run's network
+
+	shape shaping // its slow and flaky links
 }
 
 // StartTopology creates and starts a container for every node and waits
@@ -337,6 +339,7 @@ func (n *Node) Stop() {
 }
 
 func (n *Node) remove(ctx context.Context) {
+	n.closeShaping()
 	if n.c == nil {
 		return
 	}

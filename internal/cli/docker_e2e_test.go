@@ -86,14 +86,14 @@ func runRuntime(t *testing.T, args []string) (invocation, *results.Results, bool
 
 // The docker runtime's bad input: an unknown runtime, a partition of
 // processes that cannot run behind lockcheck's proxies, or reached
-// directly.
+// directly, and a link fault of processes reached directly.
 func TestRuntimeRefusesBadInput(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
 		{"unknown runtime", []string{"--runtime", "podman"}, `--runtime "podman": choose process or docker`},
 		{"partition of processes", []string{"--backend", "zookeeper", "--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy); backend zookeeper under --runtime process has none"},
 		{"partition of processes reached directly", []string{"--network", "direct", "--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy); backend redis under --runtime process has none"},
-		{"link fault under docker", []string{"--runtime", "docker", "--nemesis", "slow-link"}, "--nemesis slow-link needs links between clients and nodes that lockcheck carries (--runtime process with --network proxy); backend redis under --runtime docker has none"},
+		{"link fault of processes reached directly", []string{"--network", "direct", "--nemesis", "slow-link"}, "--nemesis slow-link needs links between clients and nodes that lockcheck can slow or reset one by one (--runtime process with --network proxy, or --runtime docker as root); backend redis under --runtime process has none"},
 	})
 }
 

@@ -5,6 +5,9 @@ package containertest
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +77,31 @@ func Leftovers(t testing.TB, cli *testcontainers.DockerClient) int {
 	ns, err := cli.NetworkList(context.Background(), client.NetworkListOptions{Filters: filter})
 	require.NoError(t, err)
 	return len(cs.Items) + len(ns.Items)
+}
+
+// Rules lists the iptables rules in the network namespace of each running
+// container of this test process, one after another: what the link faults
+// put there.
+func Rules(ctx context.Context, cli *testcontainers.DockerClient) (string, error) {
+	owner, err := container.Owner()
+	if err != nil {
+		return "", err
+	}
+	filter := client.Filters{}.Add("label", container.LabelOwner+"="+owner)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{Filters: filter})
+	if err != nil {
+		return "", err
+	}
+	var all strings.Builder
+	for _, c := range cs.Items {
+		res, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil || res.Container.State == nil || res.Container.State.Pid == 0 {
+			continue // gone or stopped meanwhile
+		}
+		out, err := exec.CommandContext(ctx, "nsenter", "-t", strconv.Itoa(res.Container.State.Pid), "-n", "iptables", "-S").Output()
+		if err == nil {
+			all.Write(out)
+		}
+	}
+	return all.String(), nil
 }
