@@ -84,14 +84,14 @@ func runRuntime(t *testing.T, args []string) (invocation, *results.Results, bool
 	return inv, res, landed
 }
 
-// The docker runtime's bad input: an unknown runtime, a partition of
-// processes that cannot run behind lockcheck's proxies, or reached
-// directly, and a link fault of processes reached directly.
+// The runtimes' bad input: an unknown runtime, and a partition or a link
+// fault of processes reached directly (every backend's nodes can run
+// behind lockcheck's proxies now, so --network direct is the way to have
+// none).
 func TestRuntimeRefusesBadInput(t *testing.T) {
 	store := t.TempDir()
 	assertRefused(t, store, []string{"run", "--out", store}, []badInput{
 		{"unknown runtime", []string{"--runtime", "podman"}, `--runtime "podman": choose process or docker`},
-		{"partition of processes", []string{"--backend", "zookeeper", "--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy); backend zookeeper under --runtime process has none"},
 		{"partition of processes reached directly", []string{"--network", "direct", "--nemesis", "partition"}, "--nemesis partition needs nodes that can be cut off the network (--runtime docker, or --runtime process with --network proxy); backend redis under --runtime process has none"},
 		{"link fault of processes reached directly", []string{"--network", "direct", "--nemesis", "slow-link"}, "--nemesis slow-link needs links between clients and nodes that lockcheck can slow or reset one by one (--runtime process with --network proxy, or --runtime docker as root); backend redis under --runtime process has none"},
 	})
