@@ -56,10 +56,13 @@ func TestProxiedRunLeavesNoListener(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tt.interrupt {
-				go func() {
-					time.Sleep(2 * time.Second) // the cut starts after 1s
-					cancel()
-				}()
+				// Ctrl-C once the cut has started, however long this
+				// machine takes to start five nodes.
+				cfg.OnProgress = func(p Progress) {
+					if p.Faults > 0 {
+						cancel()
+					}
+				}
 			}
 			out, err := Run(ctx, cfg)
 			require.NoError(t, err)
