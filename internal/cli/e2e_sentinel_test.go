@@ -25,14 +25,14 @@ func requireSentinel(t *testing.T) {
 func TestSentinelCorrectLockWithoutFaultsIsClean(t *testing.T) {
 	t.Parallel()
 	requireSentinel(t)
-	inv, res, dir := runLockcheck(t, "--backend", "sentinel", "--nemesis", "none", "--time-limit", "5s")
+	inv, res, dir := runLockcheck(t, "--backend", "sentinel", "--nemesis", "none", "--ttl", "2s", "--time-limit", "5s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
 	c := res.Checks
 	assert.Zero(t, c.LeaseSafety.Violations)
 	assert.Zero(t, c.DoubleOwnership.Windows)
 	assert.Zero(t, c.Resource.LostUpdates+c.Resource.StaleWritesAccepted+c.Resource.StaleWritesRefused)
 	assert.Zero(t, c.Fencing.Regressions+c.Fencing.Duplicates)
-	assert.Greater(t, c.Liveness.Grants, 50)
+	assert.Positive(t, c.Liveness.Grants)
 	h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
 	require.NoError(t, err)
 	assert.Contains(t, nemesisEvents(h), "role redis-0 master", "the history says who was master from the start")

@@ -20,7 +20,7 @@ func TestRedlockWithoutFaultsIsClean(t *testing.T) {
 	for _, backend := range []string{"redlock", "redsync"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			inv, res, _ := runLockcheck(t, "--backend", backend, "--nemesis", "none", "--time-limit", "5s")
+			inv, res, _ := runLockcheck(t, "--backend", backend, "--nemesis", "none", "--ttl", "2s", "--time-limit", "5s")
 			assert.Equal(t, exitValid, inv.code, inv.stdout)
 			c := res.Checks
 			assert.Zero(t, c.LeaseSafety.Violations)
