@@ -368,10 +368,19 @@ func (l *Lock) Extend(ctx context.Context, _ string, g backends.Grant) (bool, er
 	return stat != nil && stat.EphemeralOwner == id, nil
 }
 
+// errGivenUp is a release's outcome when the grant's session was
+// disconnected since the grant: the client closes the session instead of
+// deleting the node, and the close may delete it at any moment.
+var errGivenUp = errors.New("the session was disconnected since the grant: closing it instead, which may delete the lock node at any moment")
+
 // Release deletes the grant's node. It reports false when the node was
-// gone (the session expired), or when the session was disconnected since
-// the grant: then it gives the session up instead, and the node goes with
-// it, at once if the servers still had the session.
+// gone (the session expired). When the session was disconnected since the
+// grant it gives the session up instead, and the node goes with it as soon
+// as the close reaches a server that still has the session (a killed
+// server's sessions move to the others). That is no "deleted nothing": a
+// release that said so would keep the lease live in the history until its
+// TTL, and the next grant, which the close made lawful, would look like a
+// lease violation. Its outcome is unknown, so it is an error.
 func (l *Lock) Release(ctx context.Context, _ string, g backends.Grant) (bool, error) {
 	s, ok := l.current(g)
 	if !ok {
@@ -379,7 +388,7 @@ func (l *Lock) Release(ctx context.Context, _ string, g backends.Grant) (bool, e
 	}
 	if s.isLost() {
 		l.abandon()
-		return false, nil
+		return false, errGivenUp
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()

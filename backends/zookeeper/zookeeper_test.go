@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -215,4 +216,24 @@ func TestOnlyTheServersAnswersAreCertainFailures(t *testing.T) {
 	for _, err := range []error{zk.ErrConnectionClosed, zk.ErrSessionExpired, zk.ErrClosing, zk.ErrNoServer, os.ErrDeadlineExceeded} {
 		assert.False(t, answered(err), err.Error())
 	}
+}
+
+// A release after a disconnection gives the session up, and closing it may
+// delete the lock node at any moment: its outcome is unknown (an info in
+// the history), never "deleted nothing", which would keep the lease live
+// in the history and make the next grant look like a violation. No server
+// is needed: the session is never connected.
+func TestReleaseAfterADisconnectionHasAnUnknownOutcome(t *testing.T) {
+	s := &session{lost: make(chan struct{}), ready: make(chan struct{})}
+	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogger(s))
+	require.NoError(t, err)
+	s.conn = conn
+	close(s.lost)
+	l := &Lock{opts: Options{Timeout: time.Second}, s: s, dirs: map[string]bool{}}
+
+	deleted, err := l.Release(context.Background(), "lock-0", backends.Grant{Token: "/lockcheck/lock-0/lock-0000000001", Lost: s.lost})
+	assert.False(t, deleted)
+	require.ErrorIs(t, err, errGivenUp)
+	assert.NotErrorIs(t, err, backends.ErrNotAcquired, "the close may delete the node: no certain failure")
+	assert.Nil(t, l.s, "the session is given up")
 }

@@ -108,6 +108,22 @@ func TestZooKeeperSurvivesLeaderPausesAndServerRestarts(t *testing.T) {
 		}
 	}
 	assert.Positive(t, after, "clients got the lock again after the faults")
+	// A client that gave its session up on a disconnection closed it, which
+	// may delete its node at once: its release must not say that it
+	// deleted nothing, or the lease outlives the node in the history.
+	givingUp := map[history.Process]bool{}
+	for _, e := range r.events {
+		if e.F != history.FRelease {
+			continue
+		}
+		if e.Type == history.Invoke {
+			givingUp[e.Process] = e.Value != nil && e.Value.Detail == workloads.LeaseLost
+			continue
+		}
+		if givingUp[e.Process] {
+			assert.NotEqual(t, history.OK, e.Type, "a release that gave its session up has an unknown outcome: %+v", e)
+		}
+	}
 }
 
 func TestZooKeeperBadInputIsOneLineAndExitTwo(t *testing.T) {
