@@ -26,6 +26,9 @@ type fenceOrder struct {
 	// settling; carry are the settled fenced grants from then on, by OK.
 	base  *Grant
 	carry []Grant
+	// head is the highest fence an earlier segment of a soak handed out
+	// (history.SegmentHead), as a grant before the history (Index -1).
+	head *Grant
 
 	duplicates, regressions []FenceAnomaly // the first maxEvidence of each, in the order found
 	dupN, regN              int
@@ -40,6 +43,14 @@ type fenceOrder struct {
 // by OK keeps the highest fence certainly before each. pendingFrom is the
 // invoke of the earliest acquire still pending, never when none is: the
 // grants it may still get are judged against what was granted before it.
+// startAfter starts a key's fence order after fence, the highest an
+// earlier segment of a soak handed out for key, before start: every grant
+// of this segment must carry a higher one.
+func (o *fenceOrder) startAfter(key string, fence, start int64) {
+	o.head = &Grant{Key: key, Fence: history.Int64(fence), Invoke: start, OK: start, Index: -1}
+	o.base = o.head
+}
+
 func (o *fenceOrder) settle(fenced []Grant, pendingFrom int64) {
 	if len(fenced) == 0 {
 		return
@@ -52,6 +63,9 @@ func (o *fenceOrder) settle(fenced []Grant, pendingFrom int64) {
 	first := 0 // the earliest grant of the current fence value
 	for i := range byFence {
 		switch {
+		case o.head != nil && *byFence[i].Fence == *o.head.Fence:
+			o.note(&o.duplicates, &o.dupN, FenceDuplicate, *o.head, byFence[i])
+			continue
 		case o.seen.has(*byFence[i].Fence):
 			// A settled grant had it first; only its fence is kept.
 			o.note(&o.duplicates, &o.dupN, FenceDuplicate, Grant{Key: byFence[i].Key, Fence: byFence[i].Fence}, byFence[i])

@@ -283,6 +283,11 @@ func (x explainer) fenceAnomaly(a FenceAnomaly) string {
 	if a.Cause != "" {
 		why += ", " + a.Cause
 	}
+	if a.Earlier.Index < 0 {
+		// The earlier grant is an earlier segment's of a soak.
+		return fmt.Sprintf("%s got fence %d for %s at %s, though an earlier segment of the soak had handed out fence %d (%s)",
+			a.Later.Process, *a.Later.Fence, a.Later.Key, x.at(a.Later.OK), *a.Earlier.Fence, why)
+	}
 	if a.Kind == FenceDuplicate {
 		return fmt.Sprintf("fence %d of %s was handed to both %s and %s (%s)", *a.Later.Fence, a.Later.Key, a.Earlier.Process, a.Later.Process, why)
 	}

@@ -169,6 +169,10 @@ type scanner struct {
 	// stretch: the check is then made again without settling.
 	reordered bool
 
+	// heads is what a soak's segment carries over from the ones before
+	// it, by key (history.SegmentHead); empty for any other history.
+	heads map[string]*history.KeyHead
+
 	hasLog    bool           // the run has a resource log
 	source    resourceSource // its entries not taken yet; nil once all are
 	pulled    *history.ResourceEntry
@@ -252,6 +256,16 @@ func newScanner(hd history.Header, opts Options, resource resourceSource) *scann
 		s.outcomes.byReq = map[string]*history.ResourceEntry{}
 	}
 	s.resource = newResourceCheck(source)
+	s.heads = map[string]*history.KeyHead{}
+	if hd.Head != nil {
+		for i := range hd.Head.Keys {
+			h := &hd.Head.Keys[i]
+			s.heads[h.Key] = h
+			if h.WrittenFence != nil {
+				s.resource.highest[h.Key] = *h.WrittenFence
+			}
+		}
+	}
 	// A history with no events is the point of its header's start.
 	s.facts.span = Interval{Start: hd.StartTime, End: hd.StartTime}
 	return s
@@ -317,6 +331,9 @@ func (s *scanner) key(name string) *keyFacts {
 	k := s.known(name)
 	if k == nil {
 		k = &keyFacts{key: name}
+		if h := s.heads[name]; h != nil && h.Fence != nil {
+			k.settled.fences.startAfter(name, *h.Fence, s.header.StartTime)
+		}
 		s.keys[name] = k
 	}
 	s.lastKey = k

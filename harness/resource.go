@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/postgres"
+	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads/pgresource"
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
@@ -48,6 +52,12 @@ type database struct {
 	addr string
 	// stop stops the node if the run started it for the resource alone.
 	stop func()
+	// exported is the last audit row written out, into exportedTo, and
+	// heads each key's state after it: a segmented run exports the table
+	// segment by segment.
+	exported   int64
+	exportedTo string
+	heads      map[string]*history.KeyHead
 }
 
 // startDatabase finds the PostgreSQL node of the topology (the postgres
@@ -80,12 +90,50 @@ func startDatabase(ctx context.Context, cfg Config, p *procs, eps []backends.End
 	return db, nil
 }
 
-// export writes the audit table into the run's resource log at path,
-// created by create.
-func (db *database) export(ctx context.Context, create func(string) (io.WriteCloser, error), path string) error {
+// export writes the audit table's rows since the last export into the
+// resource log at path, created by create, and returns each key's value
+// and highest written fence after them, in key order (what a segmented
+// run's next segment starts from).
+//
+// A failed export leaves no file behind and exports the same rows the
+// next time; an export into the file of the last one (a segment boundary
+// whose next segment could not start, then the run's end) appends to it.
+func (db *database) export(ctx context.Context, create func(string) (io.WriteCloser, error), path string) ([]history.KeyHead, error) {
+	again := path == db.exportedTo
+	if again {
+		create = func(path string) (io.WriteCloser, error) { return os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0) }
+	}
 	log, err := create(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return errors.Join(pgresource.Export(ctx, db.addr, log), log.Close())
+	if db.heads == nil {
+		db.heads = map[string]*history.KeyHead{}
+	}
+	last, err := pgresource.Export(ctx, db.addr, log, db.exported, func(e *history.ResourceEntry) {
+		if !e.Accepted {
+			return
+		}
+		h := db.heads[e.Key]
+		if h == nil {
+			h = &history.KeyHead{Key: e.Key}
+			db.heads[e.Key] = h
+		}
+		h.Value = history.Int64(e.Value)
+		if e.Fence != nil && (h.WrittenFence == nil || *e.Fence > *h.WrittenFence) {
+			h.WrittenFence = history.Int64(*e.Fence)
+		}
+	})
+	if err := errors.Join(err, log.Close()); err != nil {
+		if !again {
+			os.Remove(path)
+		}
+		return nil, err
+	}
+	db.exported, db.exportedTo = last, path
+	heads := make([]history.KeyHead, 0, len(db.heads))
+	for _, key := range slices.Sorted(maps.Keys(db.heads)) {
+		heads = append(heads, *db.heads[key])
+	}
+	return heads, nil
 }

@@ -51,14 +51,29 @@ type Config struct {
 	// timeline (a scenario).
 	Script []nemesis.Action
 	// Steps, if not nil, is the fault schedule instead of the one drawn
-	// from Run.Seed: a soak's segment runs its share of one schedule drawn
-	// for the whole soak (nemesis.Window).
+	// from Run.Seed (a soak draws one for its whole duration; a segmented
+	// run cuts it at the boundaries, nemesis.Window).
 	Steps []nemesis.Step
-	// Cluster, if set, is the nodes the run uses instead of starting its
-	// own; they stay up when it ends (a soak's segments).
-	Cluster *Cluster
-	Think   string
-	Retry   time.Duration
+	// Segment, if positive, rotates the run's history into segments of
+	// this length while its clients go on (a soak; Limit is the whole
+	// run's). At each boundary the segment's faults heal, every client
+	// finishes its cycle and waits before its next acquire, the TTL is
+	// waited out so that no lease outlives the segment, and the segment's
+	// run directory is closed; the next one's history header carries what
+	// the segment leaves (history.SegmentHead), and the clients go on.
+	// The fault schedule is cut at the boundaries (nemesis.Window).
+	Segment time.Duration
+	// SegmentDone, if set, is called with each segment's number (from 1)
+	// and run directory once its history and resource log are closed,
+	// the last one's included, before Run returns. It runs on the run's
+	// goroutine: it must hand long work on.
+	SegmentDone func(n int, dir string)
+	// LogDir, if set, is where the nodes' logs (nodes/) and the workers'
+	// (logs/) go instead of the run directory: a segmented run's segment
+	// directories are handed on as they close, its processes are not.
+	LogDir string
+	Think  string
+	Retry  time.Duration
 	// OpTimeout bounds each operation of a client.
 	OpTimeout time.Duration
 	// Executable is the lockcheck binary started as workers; os.Executable
@@ -89,7 +104,11 @@ type Config struct {
 // Progress is a live view of a run.
 type Progress struct {
 	// Dir is the run directory, whose history is being written.
-	Dir            string
+	Dir string
+	// Segment is the number of the segment being recorded, from 1, in a
+	// segmented run (Config.Segment); 0 otherwise. Elapsed, Limit,
+	// Grants and Faults are then the segment's.
+	Segment        int
 	Elapsed, Limit time.Duration
 	Grants         int64
 	Faults         int64
@@ -158,6 +177,9 @@ func checkTimings(cfg Config) error {
 	if cfg.Pause < 0 || (cfg.Script == nil && len(cfg.Run.Nemesis) > 0 && cfg.Interval <= 0) {
 		return fmt.Errorf("the pause (%s) and the time between faults (%s) must be positive", cfg.Pause, cfg.Interval)
 	}
+	if cfg.Segment < 0 || (cfg.Segment > 0 && cfg.Script != nil) {
+		return fmt.Errorf("a run can be cut into segments (%s) only when it is not a scenario, and a segment must be positive", cfg.Segment)
+	}
 	return nil
 }
 
@@ -220,21 +242,19 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		defer memory.Close()
 	}
 
-	specs, nodesDir := nodeSpecs(cfg, backend), filepath.Join(out.Dir, "nodes")
-	var top *topology
-	if c := cfg.Cluster; c != nil {
-		// The nodes stay up for the next run: put back the clocks this
-		// run's faults moved (every other fault heals itself as the run
-		// ends).
-		specs, nodesDir, top = c.specs, c.dir, c.top
-		defer resetClocks(top.servers)
-	} else {
-		top, err = startTopologyFor(ctx, cfg, p, specs, nodesDir, log)
-		if err != nil {
-			return out, interrupted(ctx, err, nodeNames(specs))
+	logDir := out.Dir
+	if cfg.LogDir != "" {
+		logDir = cfg.LogDir
+		if err := os.MkdirAll(filepath.Join(logDir, results.LogsDir), 0o755); err != nil {
+			return out, err
 		}
-		defer top.close()
 	}
+	specs, nodesDir := nodeSpecs(cfg, backend), filepath.Join(logDir, "nodes")
+	top, err := startTopologyFor(ctx, cfg, p, specs, nodesDir, log)
+	if err != nil {
+		return out, interrupted(ctx, err, nodeNames(specs))
+	}
+	defer top.close()
 	nodes, eps := top.servers, top.endpoints()
 	for i, n := range nodes {
 		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
@@ -257,7 +277,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	var db *database
 	if memory == nil {
-		if db, err = startDatabase(ctx, cfg, p, eps, filepath.Join(out.Dir, "nodes"), lockKeys(cfg)); err != nil {
+		if db, err = startDatabase(ctx, cfg, p, eps, nodesDir, lockKeys(cfg)); err != nil {
 			return out, err
 		}
 		defer db.stop()
@@ -274,18 +294,15 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 
 	// A variant that needs the resource writes it in the lock's transaction.
 	cfg.Run.WritesInLockTx = backend.RequiresResource[cfg.Run.Variant] != ""
-	histLog, err := cfg.createLog(filepath.Join(out.Dir, results.HistoryFile))
+	segLimit := cfg.Limit
+	if cfg.Segment > 0 {
+		segLimit = min(cfg.Segment, cfg.Limit)
+	}
+	h, err := createHistory(cfg, out.Dir, segLimit, nil)
 	if err != nil {
 		return out, err
 	}
-	h, err := history.NewWriter(histLog, history.Header{
-		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: cfg.Run,
-	})
-	if err != nil {
-		histLog.Close()
-		return out, fmt.Errorf("recording %s failed: %w", results.HistoryFile, err)
-	}
-	defer h.Close()
+	defer func() { h.Close() }() // the last segment's
 
 	spec := catalog.Spec{
 		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
@@ -294,7 +311,10 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	if len(cfg.Addrs) == 0 {
 		spec.Addrs = backend.Addrs(eps)
 	}
-	f := &fleet{cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, recordingStopped: make(chan struct{})}
+	f := &fleet{
+		cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, logDir: logDir,
+		fences: map[string]int64{}, recordingStopped: make(chan struct{}),
+	}
 	resWatchDone := make(chan struct{})
 	defer close(resWatchDone)
 	if memory != nil {
@@ -341,39 +361,62 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	start := time.Now()
 	log.Info("workload started", "clients", cfg.Run.Clients, "limit", cfg.Limit)
-
-	nemCtx, stopNemesis := context.WithCancel(ctx)
-	nemDone := make(chan error, 1)
-	go func() {
-		// Checked by Preflight; an error here leaves the defaults.
-		settings, _ := nemesis.ParseSettings(cfg.Run.Params)
-		env := nemesis.Env{
-			Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
-			Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
-		}
-		if f.links != nil {
-			env.Network = f
-		}
-		if cfg.Script != nil {
-			nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
-			return
-		}
-		steps := cfg.Steps
-		if steps == nil {
-			steps = nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
-		}
-		nemDone <- nemesis.Run(nemCtx, steps, start, env)
-	}()
-
-	out.Interrupted = !f.waitLimit(ctx, start)
-	stopNemesis()
-	var notRun *nemesis.NotRun
-	if nerr := <-nemDone; errors.As(nerr, &notRun) {
-		out.StepsNotRun = notRun.Steps // the scenario reports them
-	} else if nerr != nil {
-		log.Warn("nemesis", "err", nerr)
+	// Checked by Preflight; an error here leaves the defaults.
+	settings, _ := nemesis.ParseSettings(cfg.Run.Params)
+	env := nemesis.Env{
+		Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
+		Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
 	}
-	f.stop(cfg.Pause + 3*cfg.OpTimeout + 2*time.Second)
+	if f.links != nil {
+		env.Network = f
+	}
+	steps := cfg.Steps
+	if steps == nil && cfg.Script == nil {
+		steps = nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
+	}
+	// grace bounds how long a client may take to finish its cycle when
+	// asked to stop or wait.
+	grace := cfg.Pause + 3*cfg.OpTimeout + 2*time.Second
+	segment, segStart, from := 1, start, time.Duration(0)
+	for {
+		limit := min(segLimit, cfg.Limit-from)
+		nemCtx, stopNemesis := context.WithCancel(ctx)
+		nemDone := make(chan error, 1)
+		go func() {
+			if cfg.Script != nil {
+				nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
+				return
+			}
+			nemDone <- nemesis.Run(nemCtx, nemesis.Window(steps, from, from+limit), segStart, env)
+		}()
+		ending := f.waitLimit(ctx, segment, segStart, limit)
+		stopNemesis()
+		var notRun *nemesis.NotRun
+		if nerr := <-nemDone; errors.As(nerr, &notRun) {
+			out.StepsNotRun = notRun.Steps // the scenario reports them
+		} else if nerr != nil {
+			log.Warn("nemesis", "err", nerr)
+		}
+		out.Interrupted = ending == endInterrupted
+		from += limit
+		if ending != endLimit || from >= cfg.Limit {
+			break
+		}
+		next, resume, err := f.nextSegment(ctx, segment, grace, spec, memory, db)
+		if err != nil {
+			// The run ends here, as at its time limit: ctx ended (Ctrl-C
+			// while the clients were waiting), or the recording failed.
+			out.Interrupted = true
+			break
+		}
+		if cfg.SegmentDone != nil {
+			cfg.SegmentDone(segment, out.Dir)
+		}
+		out.Dir = next
+		segment, segStart = segment+1, time.Now()
+		resume()
+	}
+	f.stop(grace)
 	f.inspect(spec)
 	if len(cfg.Addrs) > 0 {
 		f.clean(spec)
@@ -389,20 +432,52 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		detail = history.RunEndInterrupted + ": " + out.RecordingFailed.Error()
 	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
+	var exportErr error
+	out.Dir = f.currentDir()
 	if db != nil {
 		// The database's audit table is the ground truth: written out
 		// whatever ctx says, since the workers have stopped.
 		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := db.export(exportCtx, cfg.createLog, filepath.Join(out.Dir, results.ResourceFile)); err != nil {
-			h.Close()
-			return out, fmt.Errorf("writing the resource log from the database: %w", err)
-		}
+		_, exportErr = db.export(exportCtx, cfg.createLog, filepath.Join(out.Dir, results.ResourceFile))
 	}
-	if err := h.Close(); err != nil && out.RecordingFailed == nil {
-		return out, err
+	f.histMu.Lock()
+	closeErr := f.hist.Close()
+	f.histMu.Unlock()
+	if memory != nil {
+		// The resource log is complete once the resource stops.
+		memory.Close()
+	}
+	if cfg.SegmentDone != nil {
+		cfg.SegmentDone(segment, out.Dir)
+	}
+	switch {
+	case exportErr != nil:
+		return out, fmt.Errorf("writing the resource log from the database: %w", exportErr)
+	case closeErr != nil && out.RecordingFailed == nil:
+		return out, closeErr
 	}
 	return out, nil
+}
+
+// createHistory creates the history of the run directory dir, its
+// header recording a time limit of limit and, for a later segment of a
+// segmented run, what it carries over (head).
+func createHistory(cfg Config, dir string, limit time.Duration, head *history.SegmentHead) (*history.Writer, error) {
+	histLog, err := cfg.createLog(filepath.Join(dir, results.HistoryFile))
+	if err != nil {
+		return nil, err
+	}
+	run := cfg.Run
+	run.TimeLimitMs = limit.Milliseconds()
+	h, err := history.NewWriter(histLog, history.Header{
+		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: run, Head: head,
+	})
+	if err != nil {
+		histLog.Close()
+		return nil, fmt.Errorf("recording %s failed: %w", results.HistoryFile, err)
+	}
+	return h, nil
 }
 
 // serviceWatcher is a backend's service handle that reports what the
@@ -421,15 +496,29 @@ type fleet struct {
 	hist  *history.Writer
 	nodes []server
 	log   *slog.Logger
-	dir   string
-	base  workerproc.Config
+	// logDir holds the workers' logs (logs/): the run directory, or
+	// Config.LogDir.
+	logDir string
+	base   workerproc.Config
 	// service is the backend's service-level handle for the nemesis, if any.
 	service any
 	// links cut (and slow) single links between clients and nodes, if the
 	// run can.
 	links links
 
-	mu       sync.Mutex
+	// histMu orders appends with a segment boundary's swap of hist; fences
+	// is the highest fence granted per key so far (what a segment hands
+	// on, history.SegmentHead).
+	histMu sync.Mutex
+	fences map[string]int64
+
+	mu sync.Mutex
+	// dir is the run directory being recorded (a segment's, in a
+	// segmented run).
+	dir string
+	// holding is set while the clients wait at a segment boundary: a
+	// worker started then starts parked.
+	holding  bool
 	slots    []*worker
 	stopping bool
 	running  sync.WaitGroup
@@ -445,7 +534,15 @@ type fleet struct {
 
 // append records a client's event; a write that fails stops the run.
 func (f *fleet) append(e history.Event) {
-	if _, err := f.hist.Append(e); err != nil {
+	f.histMu.Lock()
+	_, err := f.hist.Append(e)
+	if e.Type == history.OK && e.F == history.FAcquire && e.Value != nil && e.Value.Fence != nil {
+		if high, ok := f.fences[e.Key]; !ok || *e.Value.Fence > high {
+			f.fences[e.Key] = *e.Value.Fence
+		}
+	}
+	f.histMu.Unlock()
+	if err != nil {
 		f.recordingFailed(results.HistoryFile, err)
 	}
 }
@@ -473,6 +570,9 @@ func (f *fleet) recordingError() error {
 func (f *fleet) spawn(slot int, process history.Process) error {
 	wc := f.base
 	wc.Process = int(process)
+	f.mu.Lock()
+	wc.Held = f.holding
+	f.mu.Unlock()
 	wc.Seed = uint64(f.cfg.Run.Seed)*1000003 + uint64(process)
 	if f.links != nil {
 		source, err := f.links.source(slot)
@@ -485,7 +585,7 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 	if err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(filepath.Join(f.dir, results.LogsDir, fmt.Sprintf("worker-%d.log", slot)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(filepath.Join(f.logDir, results.LogsDir, fmt.Sprintf("worker-%d.log", slot)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
@@ -502,7 +602,7 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 		logf.Close()
 		return fmt.Errorf("starting worker %d: %w", slot, err)
 	}
-	w.slot, w.process, w.holding = slot, process, map[string]bool{}
+	w.slot, w.process, w.holding, w.keepParked = slot, process, map[string]bool{}, wc.Held
 	f.mu.Lock()
 	for len(f.slots) <= slot {
 		f.slots = append(f.slots, nil)
@@ -591,26 +691,43 @@ func (f *fleet) recordNemesis(verb string, v history.Value) {
 	f.append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})
 }
 
-// waitLimit waits out the time limit, reporting progress. It returns false
-// when ctx, or a failed recording, ended the run first.
-func (f *fleet) waitLimit(ctx context.Context, start time.Time) bool {
-	limit := time.NewTimer(f.cfg.Limit)
-	defer limit.Stop()
+// How a segment's wait ended.
+type ending int
+
+const (
+	endLimit       ending = iota // its time limit
+	endStop                      // Config.Stop: the run ends as at its limit
+	endInterrupted               // ctx, or a failed recording
+)
+
+// waitLimit waits out segment n's time limit, from start, reporting
+// progress.
+func (f *fleet) waitLimit(ctx context.Context, n int, start time.Time, limit time.Duration) ending {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	if f.cfg.Segment <= 0 {
+		n = 0
+	}
+	// Progress counts the segment's grants and faults.
+	grants, faults := f.grants.Load(), f.faults.Load()
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return endInterrupted
 		case <-f.recordingStopped:
-			return false
-		case <-limit.C:
-			return true
+			return endInterrupted
+		case <-timer.C:
+			return endLimit
 		case <-f.cfg.Stop:
-			return true
+			return endStop
 		case <-tick.C:
 			if f.cfg.OnProgress != nil {
-				f.cfg.OnProgress(Progress{Dir: f.dir, Elapsed: time.Since(start), Limit: f.cfg.Limit, Grants: f.grants.Load(), Faults: f.faults.Load()})
+				f.mu.Lock()
+				dir := f.dir
+				f.mu.Unlock()
+				f.cfg.OnProgress(Progress{Dir: dir, Segment: n, Elapsed: time.Since(start), Limit: limit, Grants: f.grants.Load() - grants, Faults: f.faults.Load() - faults})
 			}
 		}
 	}

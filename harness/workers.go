@@ -60,7 +60,13 @@ type worker struct {
 	session string
 	pending *history.Event // the invoke awaiting its completion
 	waiter  *parkWaiter
-	exited  bool
+	// keepParked is set for a worker started while the fleet holds its
+	// clients at a segment boundary (workerproc.Config.Held): it parks
+	// before its first acquire whether or not a waiter is there yet, and
+	// parkedAt then names the failpoint it waits at.
+	keepParked bool
+	parkedAt   string
+	exited     bool
 	// grantInvoke and grantOK time the latest grant on the history's clock.
 	grantInvoke, grantOK int64
 }
@@ -134,6 +140,12 @@ func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
 		w.mu.Unlock()
 		return nil, nemesis.ErrMissed
 	}
+	if w.parkedAt == failpoint {
+		// Started parked, and waiting there already.
+		w.parkedAt = ""
+		w.mu.Unlock()
+		return func() { w.send(workerproc.CmdGo) }, nil
+	}
 	w.waiter = pw
 	w.mu.Unlock()
 	w.send(workerproc.CmdArm + " " + failpoint)
@@ -164,16 +176,30 @@ func (w *worker) ParkAt(ctx context.Context, failpoint string) (func(), error) {
 	}
 }
 
+// letGo lets a worker that started parked go on, if it still waits.
+func (w *worker) letGo() {
+	w.mu.Lock()
+	parked := w.parkedAt != ""
+	w.keepParked, w.parkedAt = false, ""
+	w.mu.Unlock()
+	if parked {
+		w.send(workerproc.CmdGo)
+	}
+}
+
 // observe updates the handle from one message of the worker. It returns
 // the event to record, if the message carried one.
 func (w *worker) observe(m workerproc.Message) *history.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if m.Failpoint != "" {
-		if w.waiter != nil && w.waiter.failpoint == m.Failpoint {
+		switch {
+		case w.waiter != nil && w.waiter.failpoint == m.Failpoint:
 			w.waiter.parked <- struct{}{}
 			w.waiter = nil
-		} else {
+		case w.keepParked && m.Failpoint == workloads.FailpointBeforeAcquire:
+			w.keepParked, w.parkedAt = false, m.Failpoint // for hold, or letGo
+		default:
 			w.send(workerproc.CmdGo) // nobody aims at it any more
 		}
 		return nil

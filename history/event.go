@@ -162,6 +162,39 @@ type Header struct {
 	StartTime int64 `json:"start_time"`
 	// Config is the run's configuration as the harness saw it.
 	Config RunConfig `json:"config"`
+	// Head, on every segment of a soak but the first, is what the
+	// segment carries over from the ones before it.
+	Head *SegmentHead `json:"head,omitempty"`
+}
+
+// SegmentHead is what a soak's segment carries over from the segments
+// before it. A soak is one run whose history is rotated into segments
+// while its clients go on: at each boundary every client finishes its
+// cycle and waits, the faults heal, and the leases the clients held run
+// out (the TTL is waited out) before the next segment's first operation,
+// so no pending operation, fault or lease bounded by a TTL crosses a
+// boundary (docs/history.md says what still can). What does cross is per
+// key: the fences handed out, and the resource's value and highest
+// written fence.
+type SegmentHead struct {
+	// Segment is this segment's number, from 1 (the first has no head).
+	Segment int `json:"segment"`
+	// Keys is every key an earlier segment named, in name order.
+	Keys []KeyHead `json:"keys"`
+}
+
+// KeyHead is one key's state at the start of a segment.
+type KeyHead struct {
+	Key string `json:"key"`
+	// Fence is the highest fence a grant of the key carried in the earlier
+	// segments: every later grant must carry a higher one.
+	Fence *int64 `json:"fence,omitempty"`
+	// Value is the resource's value for the key at the boundary, and
+	// WrittenFence the highest fence it accepted a write with (in fenced
+	// mode): a later write accepted with a lower fence is stale. Both are
+	// absent when the resource does not report them.
+	Value        *int64 `json:"value,omitempty"`
+	WrittenFence *int64 `json:"written_fence,omitempty"`
 }
 
 // RunConfig is the configuration of a run, as recorded in the history header
@@ -219,6 +252,11 @@ func (c RunConfig) Guarded() bool { return c.Fenced() || c.WritesInLockTx }
 // cause ("interrupted: recording resource.jsonl failed: no space left on
 // device").
 const RunEndInterrupted = "interrupted"
+
+// RunEndSegment is the detail of the run-end event that ends a soak's
+// segment at its boundary (SegmentHead): the run goes on in the next
+// segment's history.
+const RunEndSegment = "segment"
 
 // Nemesis verbs. Each fault records a start event and, where it has one, an
 // end event carrying the same Target.

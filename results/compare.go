@@ -108,10 +108,15 @@ func (c *Cell) Ran(r *Results) {
 // NewCompareDir creates <out>/<YYYYMMDD-HHMMSS>-compare/, with a -2, -3, ...
 // suffix when a comparison started in the same second.
 func NewCompareDir(out string, now time.Time) (string, error) {
+	return newNumberedDir(out, now.Format("20060102-150405")+CompareSuffix, "comparison")
+}
+
+// newNumberedDir creates the folder base under out, or base-2, base-3, ...
+// when it is taken (what names it in errors), and returns its path.
+func newNumberedDir(out, base, what string) (string, error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", fmt.Errorf("create output folder: %w", err)
 	}
-	base := now.Format("20060102-150405") + CompareSuffix
 	name := base
 	for n := 2; ; n++ {
 		err := os.Mkdir(filepath.Join(out, name), 0o755)
@@ -119,7 +124,7 @@ func NewCompareDir(out string, now time.Time) (string, error) {
 			return filepath.Join(out, name), nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("create comparison folder: %w", err)
+			return "", fmt.Errorf("create %s folder: %w", what, err)
 		}
 		name = base + "-" + fmt.Sprint(n)
 	}

@@ -24,32 +24,47 @@ type part struct {
 	index, of int // its --shard I/N; 1/1 when it ran the whole matrix
 }
 
-// FindComparisons lists the comparison folders in each source: a comparison
-// folder itself, or a store (a --out folder) holding comparison folders.
-func FindComparisons(sources []string) ([]string, error) {
-	var dirs []string
+// FindMergeable lists the comparison folders and the soak directories in
+// each source: such a folder itself, or a store (a --out folder) holding
+// them. A source that holds neither is an error.
+func FindMergeable(sources []string) (comparisons, soaks []string, err error) {
+	kind := func(d string) string {
+		for _, k := range []string{CompareResults, SoakFile} {
+			if _, err := os.Stat(filepath.Join(d, k)); err == nil {
+				return k
+			}
+		}
+		return ""
+	}
+	add := func(d, k string) {
+		if k == CompareResults {
+			comparisons = append(comparisons, d)
+		} else {
+			soaks = append(soaks, d)
+		}
+	}
 	for _, src := range sources {
-		if _, err := os.Stat(filepath.Join(src, CompareResults)); err == nil {
-			dirs = append(dirs, src)
+		if k := kind(src); k != "" {
+			add(src, k)
 			continue
 		}
 		entries, err := os.ReadDir(src)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		found := 0
 		for _, e := range entries {
 			d := filepath.Join(src, e.Name())
-			if _, err := os.Stat(filepath.Join(d, CompareResults)); e.IsDir() && err == nil {
-				dirs = append(dirs, d)
+			if k := kind(d); e.IsDir() && k != "" {
+				add(d, k)
 				found++
 			}
 		}
 		if found == 0 {
-			return nil, fmt.Errorf("%s holds no comparison (no %s in it or its folders): pass a folder lockcheck compare --out wrote, or a comparison folder in it", src, CompareResults)
+			return nil, nil, fmt.Errorf("%s holds no comparison and no soak (no %s or %s in it or its folders): pass a folder lockcheck compare or soak --out wrote, or a comparison or soak folder in it", src, CompareResults, SoakFile)
 		}
 	}
-	return dirs, nil
+	return comparisons, soaks, nil
 }
 
 // MergeComparisons merges the comparison folders dirs (the shards of one

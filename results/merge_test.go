@@ -44,7 +44,8 @@ func shardsOf(t *testing.T, n int) ([]string, *Comparison) {
 
 func TestMergeComparisons(t *testing.T) {
 	stores, whole := shardsOf(t, 3)
-	dirs, err := FindComparisons([]string{stores[2], stores[0], stores[1]})
+	dirs, soaks, err := FindMergeable([]string{stores[2], stores[0], stores[1]})
+	assert.Empty(t, soaks)
 	require.NoError(t, err)
 	out := t.TempDir()
 	dir, merged, err := MergeComparisons(out, dirs, []string{"lockcheck", "merge"}, time.Now())
@@ -73,7 +74,7 @@ func TestMergeComparisons(t *testing.T) {
 
 func TestMergeRefuses(t *testing.T) {
 	stores, _ := shardsOf(t, 2)
-	dirs, err := FindComparisons(stores)
+	dirs, _, err := FindMergeable(stores)
 	require.NoError(t, err)
 
 	_, _, err = MergeComparisons(t.TempDir(), []string{dirs[0], dirs[0]}, nil, time.Now())
@@ -86,6 +87,6 @@ func TestMergeRefuses(t *testing.T) {
 	_, _, err = MergeComparisons(t.TempDir(), dirs, nil, time.Now())
 	assert.ErrorContains(t, err, "share --seed")
 
-	_, err = FindComparisons([]string{t.TempDir()})
-	assert.ErrorContains(t, err, "holds no comparison")
+	_, _, err = FindMergeable([]string{t.TempDir()})
+	assert.ErrorContains(t, err, "holds no comparison and no soak")
 }

@@ -201,9 +201,15 @@ func (s *Soak) Write(dir string) error {
 	return writeFileAtomic(dir, JUnitFile, s.writeJUnit)
 }
 
-// writeJUnit writes one test case per segment: failed when its verdict is
-// false, an error when it is unknown.
+// writeJUnit writes the soak's test suite.
 func (s *Soak) writeJUnit(w io.Writer) error {
+	suite := s.junitSuite()
+	return encodeJUnit(w, junitSuites{Name: suite.Name, Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Suites: []junitSuite{suite}})
+}
+
+// junitSuite is the soak as a test suite, one test case per segment:
+// failed when its verdict is false, an error when it is unknown.
+func (s *Soak) junitSuite() junitSuite {
 	cfg := history.RunConfig{Backend: s.Backend, Variant: s.Variant, Workload: s.Workload, Nemesis: s.Nemesis}
 	suite := junitSuite{
 		Name: "lockcheck soak " + runTitle(cfg) + " " + nemesisName(cfg),
@@ -225,7 +231,7 @@ func (s *Soak) writeJUnit(w io.Writer) error {
 		})
 	}
 	suite.Tests = len(suite.Cases)
-	return encodeJUnit(w, junitSuites{Name: suite.Name, Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Suites: []junitSuite{suite}})
+	return suite
 }
 
 // compressFile writes the file from zstd-compressed to to (through a

@@ -140,7 +140,7 @@ func fencingEvidence(f *checker.Fencing, t0 int64) (string, []string) {
 		a := f.Anomalies[i]
 		line := fmt.Sprintf("%s: %s was granted fence %s at %s after %s got fence %s at %s",
 			a.Kind, a.Later.Process, fmtFence(a.Later.Fence), relSec(a.Later.OK, t0),
-			a.Earlier.Process, fmtFence(a.Earlier.Fence), relSec(a.Earlier.OK, t0))
+			fenceHolder(a.Earlier), fmtFence(a.Earlier.Fence), relSec(a.Earlier.OK, t0))
 		if a.Cause != "" {
 			line += " (" + a.Cause + ")"
 		}

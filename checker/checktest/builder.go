@@ -30,6 +30,8 @@ const LockKey = "lock-0"
 // in any order.
 type Builder struct {
 	Config history.RunConfig
+	// Head, if set, makes the history a later segment of a soak.
+	Head   *history.SegmentHead
 	Events []history.Event
 }
 
@@ -148,7 +150,7 @@ func (b *Builder) JSONL(t TB) []byte {
 	slices.SortStableFunc(events, func(x, y history.Event) int { return cmp.Compare(x.Time, y.Time) })
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	require.NoError(t, enc.Encode(history.Header{Version: history.SchemaVersion, StartTime: T0, Config: b.Config}))
+	require.NoError(t, enc.Encode(history.Header{Version: history.SchemaVersion, StartTime: T0, Config: b.Config, Head: b.Head}))
 	for i, e := range events {
 		e.Index = int64(i)
 		require.NoError(t, enc.Encode(e))

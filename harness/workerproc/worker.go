@@ -40,6 +40,10 @@ type Config struct {
 	// Fenced makes a database resource's writes conditional on the fence.
 	Fenced   bool `json:"fenced,omitempty"`
 	Watchdog bool `json:"watchdog,omitempty"`
+	// Held starts the client parked before its first acquire, as if
+	// armed at it: the harness started it while the other clients wait at
+	// a segment boundary.
+	Held bool `json:"held,omitempty"`
 	// FenceSource is where fences come from (workloads.FenceFromLock, ...).
 	FenceSource string `json:"fence_source,omitempty"`
 }
@@ -118,6 +122,9 @@ func Run(cfg Config, in io.Reader, out io.Writer) error {
 			}
 		}
 	}()
+	if cfg.Held {
+		fps.arm(workloads.FailpointBeforeAcquire, true)
+	}
 	client.Run(ctx)
 	return msgs.err
 }

@@ -90,6 +90,18 @@ func writeRepro(dir string, h *history.History, res *checker.Result) error {
 	return results.WriteAll(dir, h, res)
 }
 
+// worseVerdict is the worse of two verdicts of a matrix of soaks: false
+// over unknown over true.
+func worseVerdict(a, b checker.Validity) checker.Validity {
+	switch {
+	case a == checker.Invalid || b == checker.Invalid:
+		return checker.Invalid
+	case a == checker.Unknown || b == checker.Unknown:
+		return checker.Unknown
+	}
+	return checker.Valid
+}
+
 func verdictExit(v checker.Validity) error {
 	switch v {
 	case checker.Valid:

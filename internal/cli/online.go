@@ -49,7 +49,10 @@ func newOnlineCheck(opts checker.Options, fenced, stopOnAnomaly bool) *onlineChe
 
 // follow checks the run directory the progress reports name until close.
 func (o *onlineCheck) follow() {
-	var f *checker.Follower
+	var (
+		f         *checker.Follower
+		following string // the run directory f follows
+	)
 	defer func() {
 		if f != nil {
 			f.Close()
@@ -67,6 +70,14 @@ func (o *onlineCheck) follow() {
 		if dir == "" {
 			continue
 		}
+		if f != nil && dir != following {
+			// A soak's next segment: its history starts afresh.
+			f.Close()
+			f = nil
+			o.mu.Lock()
+			o.anomalies = nil
+			o.mu.Unlock()
+		}
 		if f == nil {
 			var err error
 			f, err = checker.NewFollower(filepath.Join(dir, results.HistoryFile), filepath.Join(dir, results.ResourceFile), o.opts)
@@ -74,6 +85,7 @@ func (o *onlineCheck) follow() {
 				f = nil
 				continue // not created yet
 			}
+			following = dir
 		}
 		if err := f.Read(); err != nil {
 			continue // a history being written that the model refuses is reported by the final check
@@ -81,12 +93,29 @@ func (o *onlineCheck) follow() {
 		found := f.Anomalies(o.fenced)
 		o.mu.Lock()
 		o.anomalies = found
-		if len(found) > 0 && o.stopOnAnomaly && !o.stopped {
-			o.stopped = true
-			close(o.stop)
-		}
 		o.mu.Unlock()
+		if len(found) > 0 {
+			o.found()
+		}
 	}
+}
+
+// found stops the run at an anomaly, when asked to: one the online check
+// found, or a soak's check of a closed segment.
+func (o *onlineCheck) found() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopOnAnomaly && !o.stopped {
+		o.stopped = true
+		close(o.stop)
+	}
+}
+
+// stoppedRun reports whether an anomaly stopped the run.
+func (o *onlineCheck) stoppedRun() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stopped
 }
 
 // close ends follow.

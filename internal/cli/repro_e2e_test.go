@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,6 +145,14 @@ func TestShrinkLeavesTheStepThatBreaksTheLock(t *testing.T) {
 	assert.Contains(t, m.Explain, "Shrunk from 2 steps")
 	// The write-up says the step in the articles' terms.
 	assert.Regexp(t, `The timeline is one pause of c[01] for`, m.Explain)
-	assert.Contains(t, m.Explain, "when it reaches before-write (right after its lease check, before its write), longer than its 300ms lease")
+	assert.Contains(t, m.Explain, "when it reaches before-write (right after its lease check, before its write)")
+	// How short a pause still breaks the lock follows the machine: on a
+	// busy one a client stalls past its lease after a shorter pause. The
+	// write-up says how the pause compares with the lease.
+	if m.Timeline[0].For.D() > 300*time.Millisecond {
+		assert.Contains(t, m.Explain, "longer than its 300ms lease")
+	} else {
+		assert.NotContains(t, m.Explain, "longer than its")
+	}
 	t.Logf("shrink:\n%s", inv.stdout)
 }

@@ -33,15 +33,22 @@ func newSoakCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "soak",
 		Short: "Run a test for hours, cut into segments checked as they finish",
-		Long: `soak runs the test of lockcheck run for --duration, cut into segments of
---segment each. The lock service's nodes are started once and kept up for
-the whole soak (their logs in the soak directory's nodes/), and the faults
-follow one schedule drawn from the seed for the whole duration. Every
-segment is a run of its own on them (its workers, with the seed plus the
-segment's number less one, and its resource start afresh), is checked
-online as it is recorded (the progress line shows its anomalies so far)
-and once more when it ends, as it is read, and is then archived in the
-soak directory (<out>/<timestamp>-soak-<backend>-<workload>):
+		Long: `soak runs the test of lockcheck run for --duration as one run, its history
+rotated into segments of --segment each while the clients go on. The lock
+service's nodes and the client processes stay up for the whole soak (their
+logs in the soak directory's nodes/ and logs/), and the faults follow one
+schedule drawn from the seed for the whole duration.
+
+At each boundary the segment's faults heal, every client finishes its cycle
+and waits before its next acquire, and the TTL is waited out, so that no
+lease, pending operation or fault crosses into the next segment; the
+history and the resource log then move to the next segment's files, whose
+header carries what the segment leaves (each key's highest fence, and the
+resource's value and highest written fence: docs/history.md), and the
+clients go on. Each segment is checked online as it is recorded (the
+progress line shows its anomalies so far), checked once more as soon as it
+closes, as it is read, while the next runs, and archived in the soak
+directory (<out>/<timestamp>-soak-<backend>-<workload>):
 
   history-0001.jsonl.zst, resource-0001.jsonl.zst   zstd-compressed
   results-0001.json                                  the segment's results.json
@@ -50,19 +57,18 @@ soak directory (<out>/<timestamp>-soak-<backend>-<workload>):
                                                      kind of anomaly
   soak.json, junit.xml                               rewritten after each segment
 
-A segment's clients start with nothing held and nothing in flight, so each
-segment is checkable on its own: lockcheck check history-0001.jsonl.zst.
-The soak directory's size follows the number of segments, not their
-events, and lockcheck's memory follows the clients and keys. With
---resource postgres each segment starts the nodes afresh, as lockcheck run
-does (a database resource kept up would carry its value into the next
-segment); with --addr the service is yours and stays up throughout.
+Each segment is checkable on its own, its head included: lockcheck check
+history-0002.jsonl.zst. The soak directory's size follows the number of
+segments, not their events, and lockcheck's memory follows the clients and
+keys.
 
-With --stop-on-anomaly the segment that finds the first anomaly ends
-there (as at its time limit), is archived, and the soak stops.
+With --stop-on-anomaly the soak ends (as at its time limit) within about
+a second of the first anomaly found: by the online check, in the segment
+being recorded, or by the check of a closed segment, in the next one.
 
-Ctrl-C ends the current segment as at its time limit (healing every fault),
-checks and archives it; a crash loses only the segment being run.
+Ctrl-C ends the soak in the current segment as at its time limit (healing
+every fault), and checks and archives it; after a crash every closed
+segment is archived or in running/, checkable.
 
 --backends and --workloads make a matrix of soaks, run one after the other,
 each into its own soak directory; --shard I/N runs a deterministic share of
@@ -176,12 +182,7 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case v == checker.Invalid:
-			worst = checker.Invalid
-		case v == checker.Unknown && worst == checker.Valid:
-			worst = checker.Unknown
-		}
+		worst = worseVerdict(worst, v)
 		if interrupted {
 			break
 		}
@@ -222,8 +223,12 @@ func soakOne(cmd *cobra.Command, p plannedSoak) (checker.Validity, bool, error) 
 		return checker.Unknown, false, err
 	}
 	// The segments' run directories live in a folder of their own until
-	// they are archived.
-	cfg.Out = filepath.Join(dir, "running")
+	// they are archived; the nodes' and workers' logs stay in the soak's.
+	cfg.Out, cfg.LogDir = filepath.Join(dir, "running"), dir
+	cfg.Limit, cfg.Segment = f.duration, f.segment
+	// One schedule of faults for the whole soak, cut at the segments'
+	// boundaries.
+	cfg.Steps = nemesis.Plan(f.seed, faults, cfg.Interval, f.duration)
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	fmt.Fprintf(stdout, "lockcheck soak: %s/%s, %s workload, nemesis %s, seed %d, %s in segments of %s, in %s\n",
 		f.backend, cfg.Run.Variant, f.workload, orNone(faults), f.seed, f.duration, f.segment, dir)
@@ -236,105 +241,111 @@ func soakOne(cmd *cobra.Command, p plannedSoak) (checker.Validity, bool, error) 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if harness.KeepsCluster(cfg) {
-		cluster, err := harness.StartCluster(ctx, cfg, filepath.Join(dir, "nodes"))
-		var startInterrupted *harness.StartInterrupted
-		switch {
-		case errors.As(err, &startInterrupted):
-			// Ctrl-C before anything ran: no segment starts.
-		case err != nil:
-			return checker.Unknown, false, err
-		default:
-			defer cluster.Close()
-			cfg.Cluster = cluster
-		}
-	}
-	// One schedule of faults for the whole soak; each segment runs its
-	// window of it.
-	plan := nemesis.Plan(f.seed, faults, cfg.Interval, f.duration)
 	opts := checker.Options{LinearizabilityTimeout: f.linTimeout}
-	for n, left := 1, f.duration; left > 0 && ctx.Err() == nil; n++ {
-		limit := min(f.segment, left)
-		from := f.duration - left
-		left -= limit
-		seg := cfg
-		seg.Limit, seg.Run.TimeLimitMs = limit, limit.Milliseconds()
-		seg.Run.Seed = f.seed + int64(n-1)
-		seg.Steps = nemesis.Window(plan, from, from+limit)
-		label := fmt.Sprintf("segment %d", n)
-		out, checked, err := runSegment(ctx, seg, opts, f.stopOnAnomaly, cmd, label)
-		var startInterrupted *harness.StartInterrupted
-		if errors.As(err, &startInterrupted) {
-			// Ctrl-C before the segment's workload started: nothing ran.
-			if out.Dir != "" {
-				os.RemoveAll(out.Dir)
-			}
-			break
-		}
-		if out.Dir == "" {
-			if err == nil {
-				err = errors.New("the segment left no run directory")
-			}
-			if werr := sum.Write(dir); werr != nil {
-				return checker.Unknown, false, werr
-			}
-			return checker.Unknown, false, fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
-		}
-		archived, aerr := sum.ArchiveSegment(dir, out.Dir, n, cfg.Run.Fenced(), checked.h, checked.res)
-		if out.Interrupted {
-			sum.Interrupt()
-		}
-		if werr := sum.Write(dir); aerr == nil {
-			aerr = werr
-		}
-		if aerr != nil {
-			return checker.Unknown, false, fmt.Errorf("%s: archiving %s: %w", label, out.Dir, aerr)
-		}
-		fmt.Fprintf(stdout, "%s: %s, %d events, %d grants, anomalies %v, faults %d/%d landed -> %s\n",
-			label, archived.Valid, archived.Events, archived.Grants, archived.Anomalies, archived.Landed, archived.Faults, archived.History)
-		if err != nil {
-			return checker.Unknown, false, fmt.Errorf("%s: %w (the finished segments are in %s)", label, err, dir)
-		}
-		if f.stopOnAnomaly && len(archived.Anomalies) > 0 {
-			fmt.Fprintf(stdout, "%s found an anomaly: the soak stops (--stop-on-anomaly)\n", label)
-			break
-		}
+	online := newOnlineCheck(opts, cfg.Run.Fenced(), f.stopOnAnomaly)
+	go online.follow()
+	defer online.close()
+	cfg.OnProgress = online.progress(func(p harness.Progress, extra string) {
+		progressLine(stderr, fmt.Sprintf("segment %d", p.Segment))(p, extra)
+	})
+	cfg.Stop = online.stop
+	// Each segment is checked and archived as soon as it closes, while
+	// the clients go on in the next.
+	a := &segmentArchiver{
+		dir: dir, sum: sum, opts: opts, fenced: cfg.Run.Fenced(), stdout: stdout, anomaly: online.found,
+		queue: make(chan closedSegment, 64), done: make(chan struct{}),
+	}
+	go a.run()
+	cfg.SegmentDone = func(n int, segDir string) { a.queue <- closedSegment{n, segDir} }
+	out, runErr := harness.Run(ctx, cfg)
+	clearProgress(stderr)
+	close(a.queue)
+	<-a.done
+	var startInterrupted *harness.StartInterrupted
+	startedNothing := errors.As(runErr, &startInterrupted) // Ctrl-C before the workload started
+	interrupted := out.Interrupted || startedNothing
+	if interrupted {
+		sum.Interrupt()
+	}
+	if err := sum.Write(dir); err != nil {
+		return checker.Unknown, false, err
+	}
+	switch {
+	case runErr != nil && !startedNothing:
+		return checker.Unknown, false, fmt.Errorf("%w (the finished segments are in %s)", runErr, dir)
+	case out.RecordingFailed != nil:
+		return checker.Unknown, false, fmt.Errorf("%w; the soak stopped there (the finished segments are in %s)", out.RecordingFailed, dir)
+	case a.err != nil:
+		return checker.Unknown, false, fmt.Errorf("%w (the finished segments are in %s)", a.err, dir)
 	}
 	// Every segment is archived: what is left is the link to the latest.
 	if err := os.RemoveAll(cfg.Out); err != nil {
 		return checker.Unknown, false, err
 	}
-	if ctx.Err() != nil && !sum.Interrupted {
-		// Ctrl-C between two segments: the soak is cut short all the same.
-		sum.Interrupt()
-		if err := sum.Write(dir); err != nil {
-			return checker.Unknown, false, err
-		}
-	}
-	if sum.Interrupted {
+	if interrupted {
 		fmt.Fprintln(stderr, "lockcheck soak: interrupted; every finished segment is archived and checkable")
+	}
+	if online.stoppedRun() {
+		fmt.Fprintf(stdout, "an anomaly was found: the soak stopped in segment %d (--stop-on-anomaly)\n", len(sum.Segments))
 	}
 	fmt.Fprintf(stdout, "soak %s: %d segments, %d with anomalies, %d grants, faults %d/%d landed; %s\n",
 		sum.Valid, len(sum.Segments), sum.AnomalySegments, sum.Grants, sum.FaultsLanded, sum.FaultsInjected, filepath.Join(dir, results.SoakFile))
 	return sum.Valid, sum.Interrupted, nil
 }
 
-// runSegment runs and checks one segment as lockcheck run does, with the
-// online check on its progress line (ending the segment at its first
-// anomaly when stopOnAnomaly), but checked as it is read whatever its
-// length (results.CheckDirStreamed), so that the soak's memory follows
-// its clients and keys; the summary of its check is dropped (the soak
-// prints a line per segment). It returns what the check found, for the
-// archive.
-func runSegment(ctx context.Context, cfg harness.Config, opts checker.Options, stopOnAnomaly bool, cmd *cobra.Command, label string) (harness.Outcome, segmentCheck, error) {
-	online := newOnlineCheck(opts, cfg.Run.Fenced(), stopOnAnomaly)
-	go online.follow()
-	defer online.close()
-	cfg.OnProgress = online.progress(progressLine(cmd.ErrOrStderr(), label))
-	cfg.Stop = online.stop
+// closedSegment is a segment whose history and resource log are closed.
+type closedSegment struct {
+	n   int
+	dir string
+}
+
+// segmentArchiver checks and archives a soak's segments one at a time,
+// in order, as they close (results.CheckDirStreamed: as each is read,
+// so that the soak's memory follows its clients and keys), and rewrites
+// soak.json and junit.xml after each. It stops at its first error,
+// draining the rest.
+type segmentArchiver struct {
+	dir    string
+	sum    *results.Soak
+	opts   checker.Options
+	fenced bool
+	stdout io.Writer
+	// anomaly is called when a segment's check found one (the online
+	// check may have missed it at the segment's end).
+	anomaly func()
+	queue   chan closedSegment
+	done    chan struct{}
+	err     error
+}
+
+func (a *segmentArchiver) run() {
+	defer close(a.done)
+	for seg := range a.queue {
+		if a.err == nil {
+			a.err = a.archive(seg)
+		}
+	}
+}
+
+func (a *segmentArchiver) archive(seg closedSegment) error {
+	label := fmt.Sprintf("segment %d", seg.n)
 	var checked segmentCheck
-	out, _, err := runAndCheck(ctx, cfg, checked.check, opts, io.Discard, cmd.ErrOrStderr())
-	return out, checked, err
+	if _, err := checkDir(seg.dir, checked.check, a.opts, io.Discard); err != nil {
+		return fmt.Errorf("%s: checking %s: %w", label, seg.dir, err)
+	}
+	archived, err := a.sum.ArchiveSegment(a.dir, seg.dir, seg.n, a.fenced, checked.h, checked.res)
+	if werr := a.sum.Write(a.dir); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: archiving %s: %w", label, seg.dir, err)
+	}
+	fmt.Fprintf(a.stdout, "%s: %s, %d events, %d grants, anomalies %v, faults %d/%d landed -> %s\n",
+		label, archived.Valid, archived.Events, archived.Grants, archived.Anomalies, archived.Landed, archived.Faults, archived.History)
+	if len(archived.Anomalies) > 0 {
+		a.anomaly()
+	}
+	return nil
 }
 
 // segmentCheck is a segment's check: the excerpt of its history and the

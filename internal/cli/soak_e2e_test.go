@@ -3,8 +3,10 @@ package cli
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -82,7 +85,7 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	reported := map[string]bool{}
 	for i, seg := range s.Segments {
 		assert.Equal(t, i+1, seg.Segment)
-		assert.Equal(t, s.Seed+int64(i), seg.Seed, "each segment's workers draw from a seed of their own")
+		assert.Equal(t, s.Seed, seg.Seed, "a soak is one run, of one seed")
 		assert.Positive(t, seg.Events)
 		newKind := false
 		for check := range seg.Anomalies {
@@ -106,6 +109,7 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	assert.Equal(t, s.Grants, buckets, "every grant is in one latency bucket")
 	assert.Len(t, s.AcquireLatency, len(results.LatencyBoundsMs)+1)
 	assertSegmentsCheckAlone(t, dir, s)
+	assertSegmentsGoOn(t, dir, s)
 
 	var junit struct {
 		Suites []struct {
@@ -124,6 +128,40 @@ func TestSoakSegmentsCheckAlone(t *testing.T) {
 	logs, err := filepath.Glob(filepath.Join(dir, "nodes", "*", "*.log"))
 	require.NoError(t, err)
 	assert.NotEmpty(t, logs, "the nodes, kept up for every segment, log in the soak directory")
+	logs, err = filepath.Glob(filepath.Join(dir, results.LogsDir, "worker-*.log"))
+	require.NoError(t, err)
+	assert.NotEmpty(t, logs, "the clients, kept up for every segment, log in the soak directory")
+}
+
+// assertSegmentsGoOn reads the segments assertSegmentsCheckAlone
+// decompressed: a soak is one run, so the clients of each segment go on
+// in the next (the same process numbers), and each segment but the first
+// starts from a head that names it and carries the resource's value.
+func assertSegmentsGoOn(t *testing.T, dir string, s *results.Soak) {
+	t.Helper()
+	var before map[history.Process]bool
+	for _, seg := range s.Segments {
+		h, err := history.ReadFile(filepath.Join(dir, strings.TrimSuffix(seg.History, ".jsonl.zst")+".checked", results.HistoryFile))
+		require.NoError(t, err)
+		processes := map[history.Process]bool{}
+		continued := false
+		for _, e := range h.Events {
+			if e.Process != history.Nemesis {
+				processes[e.Process] = true
+				continued = continued || before[e.Process]
+			}
+		}
+		if seg.Segment == 1 {
+			assert.Nil(t, h.Header.Head)
+		} else {
+			require.NotNil(t, h.Header.Head, "segment %d has a head", seg.Segment)
+			assert.Equal(t, seg.Segment, h.Header.Head.Segment)
+			require.NotEmpty(t, h.Header.Head.Keys)
+			assert.NotNil(t, h.Header.Head.Keys[0].Value, "segment %d's head carries the resource's value", seg.Segment)
+			assert.True(t, continued, "a client of segment %d goes on in segment %d", seg.Segment-1, seg.Segment)
+		}
+		before = processes
+	}
 }
 
 // Ctrl-C during a soak ends the current segment as at its time limit and
@@ -174,15 +212,16 @@ func TestSoakStopsOnAnomaly(t *testing.T) {
 	_, s := readSoak(t, store)
 	assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
 	require.NotEmpty(t, s.Segments)
-	for _, seg := range s.Segments[:len(s.Segments)-1] {
-		assert.Empty(t, seg.Anomalies, "the soak went on after segment %d's anomaly", seg.Segment)
-	}
-	if last := s.Segments[len(s.Segments)-1]; len(last.Anomalies) > 0 {
-		assert.NotNil(t, last.FirstAnomalyMs)
-		assert.Contains(t, inv.stdout, "the soak stops (--stop-on-anomaly)")
-	} else {
+	first := slices.IndexFunc(s.Segments, func(seg results.SoakSegment) bool { return len(seg.Anomalies) > 0 })
+	if first < 0 {
 		assert.Len(t, s.Segments, 3, "with no anomaly every segment runs")
+		return
 	}
+	assert.NotNil(t, s.Segments[first].FirstAnomalyMs)
+	// The online check stops the segment it finds the anomaly in; the
+	// check of a closed segment stops the next one.
+	assert.LessOrEqual(t, len(s.Segments), first+2, "the soak went on after segment %d's anomaly", first+1)
+	assert.Contains(t, inv.stdout, "an anomaly was found: the soak stopped in segment")
 }
 
 func TestSoakBadFlagsAreOneLineAndExitTwo(t *testing.T) {
@@ -202,17 +241,30 @@ func TestSoakBadFlagsAreOneLineAndExitTwo(t *testing.T) {
 }
 
 // soak --shard runs its share of the matrix of --backends × --workloads,
-// one soak directory each.
+// one soak directory each, and merge gathers the shards' soaks into one
+// folder with a junit suite per soak.
 func TestSoakShardRunsItsShare(t *testing.T) {
 	requireRedisServer(t)
-	store := t.TempDir()
-	inv := lockcheck("soak", "--out", store, "--duration", "3s", "--segment", "3s", "--backends", "redis",
-		"--workloads", "fenced,unfenced", "--nemesis", "none", "--shard", "2/2", "--seed", "5")
-	dirs, err := filepath.Glob(filepath.Join(store, "*-soak-*"))
+	var stores []string
+	for shard, want := range []string{"-soak-redis-fenced", "-soak-redis-unfenced"} {
+		store := t.TempDir()
+		stores = append(stores, store)
+		inv := lockcheck("soak", "--out", store, "--duration", "3s", "--segment", "3s", "--backends", "redis",
+			"--workloads", "fenced,unfenced", "--nemesis", "none", "--shard", fmt.Sprintf("%d/2", shard+1), "--seed", "5")
+		dirs, err := filepath.Glob(filepath.Join(store, "*-soak-*"))
+		require.NoError(t, err)
+		require.Len(t, dirs, 1, inv.stdout+inv.stderr)
+		assert.True(t, strings.HasSuffix(dirs[0], want), "shard %d/2 runs the matrix's soak %d: %s", shard+1, shard+1, dirs[0])
+		_, s := readSoak(t, store)
+		assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
+		assert.Equal(t, int64(5), s.Seed)
+	}
+	out := t.TempDir()
+	inv := lockcheck(append([]string{"merge", "--out", out}, stores...)...)
+	assert.Contains(t, inv.stdout, "merged 2 soaks", inv.stderr)
+	merged, err := filepath.Glob(filepath.Join(out, "*"+results.SoaksSuffix, "*-soak-*", results.SoakFile))
 	require.NoError(t, err)
-	require.Len(t, dirs, 1, inv.stdout+inv.stderr)
-	assert.True(t, strings.HasSuffix(dirs[0], "-soak-redis-unfenced"), "the second of the matrix's two soaks: %s", dirs[0])
-	_, s := readSoak(t, store)
-	assert.Equal(t, exitCodeOf(s.Valid), inv.code, inv.stdout+inv.stderr)
-	assert.Equal(t, int64(5), s.Seed)
+	assert.Len(t, merged, 2, "both shards' soaks are in the merged folder")
+	_, err = os.Stat(filepath.Join(filepath.Dir(filepath.Dir(merged[0])), results.JUnitFile))
+	assert.NoError(t, err)
 }

@@ -245,36 +245,44 @@ func refusal(fence *int64, highest, highestRead int64) string {
 	return fmt.Sprintf("fence %d is below read_fence %d, shown by a read (UPDATE ... WHERE read_fence <= %d matched no row)", *fence, highestRead, *fence)
 }
 
-// Export writes the audit table, in bigserial order, to log as
-// resource.jsonl (one history.ResourceEntry per line).
-func Export(ctx context.Context, addr string, log io.Writer) error {
+// Export writes the audit table's rows after seq after (0: all), in
+// bigserial order, to log as resource.jsonl (one history.ResourceEntry
+// per line), handing each to each if it is not nil, and returns the last
+// seq written (after when none was): a soak's segments export their
+// share of one table in turn.
+func Export(ctx context.Context, addr string, log io.Writer, after int64, each func(*history.ResourceEntry)) (int64, error) {
 	conn, err := postgres.Connect(ctx, addr, 5*time.Second)
 	if err != nil {
-		return fmt.Errorf("resource postgres: exporting the audit table: %w", err)
+		return after, fmt.Errorf("resource postgres: exporting the audit table: %w", err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT seq, at, key, process, req, fence, read, value, prev, accepted, reason FROM lockcheck_audit ORDER BY seq`)
+	rows, err := conn.Query(ctx, `SELECT seq, at, key, process, req, fence, read, value, prev, accepted, reason FROM lockcheck_audit WHERE seq > $1 ORDER BY seq`, after)
 	if err != nil {
-		return err
+		return after, err
 	}
 	defer rows.Close()
 	w := bufio.NewWriter(log)
 	enc := json.NewEncoder(w)
+	last := after
 	for rows.Next() {
 		var (
 			e       history.ResourceEntry
 			process int
 		)
 		if err := rows.Scan(&e.Seq, &e.Time, &e.Key, &process, &e.Req, &e.Fence, &e.Read, &e.Value, &e.Prev, &e.Accepted, &e.Reason); err != nil {
-			return err
+			return last, err
 		}
 		e.Process = history.Process(process)
 		if err := enc.Encode(e); err != nil {
-			return err
+			return last, err
 		}
+		if each != nil {
+			each(&e)
+		}
+		last = e.Seq
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return last, err
 	}
-	return w.Flush()
+	return last, w.Flush()
 }

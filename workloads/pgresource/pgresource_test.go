@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,9 @@ func TestDatabaseFencesStaleWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "resource.jsonl")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	require.NoError(t, pgresource.Export(ctx, addr, f))
+	var handed []int64
+	last, err := pgresource.Export(ctx, addr, f, 0, func(e *history.ResourceEntry) { handed = append(handed, e.Seq) })
+	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	log, err := history.ReadResourceLog(path)
 	require.NoError(t, err)
@@ -62,6 +65,20 @@ func TestDatabaseFencesStaleWrites(t *testing.T) {
 		assert.Equal(t, tests[i].accepted, e.Accepted, tests[i].name)
 		assert.Equal(t, int64(i+1), e.Seq)
 	}
+	assert.Len(t, handed, len(tests), "each row is handed on as it is written")
+	assert.Equal(t, int64(len(tests)), last)
+
+	// A soak's next segment exports only the rows after the last export.
+	var rest strings.Builder
+	again, err := pgresource.Export(ctx, addr, &rest, 2, nil)
+	require.NoError(t, err)
+	assert.Equal(t, last, again)
+	assert.Equal(t, len(tests)-2, strings.Count(rest.String(), "\n"), "the rows after seq 2")
+	rest.Reset()
+	again, err = pgresource.Export(ctx, addr, &rest, last, nil)
+	require.NoError(t, err)
+	assert.Equal(t, last, again, "nothing new: the last seq stays")
+	assert.Empty(t, rest.String())
 }
 
 // The interleaving lockcheck found under load with the article's

@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -176,6 +178,43 @@ func (s *Server) Close() error {
 		s.err = cerr
 	}
 	return s.err
+}
+
+// Rotate logs every later write to log instead of the log so far, which
+// it closes: a soak's next segment. A failed log stays failed: Rotate then
+// returns its error and closes log.
+func (s *Server) Rotate(log io.WriteCloser) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		log.Close()
+		return s.err
+	}
+	if err := s.file.Close(); err != nil {
+		log.Close()
+		s.err = err
+		close(s.failed)
+		return err
+	}
+	s.file, s.log = log, json.NewEncoder(log)
+	return nil
+}
+
+// Heads is each key's value and highest written fence, in key order: what
+// a soak's next segment starts from (history.SegmentHead).
+func (s *Store) Heads() []history.KeyHead {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	heads := make([]history.KeyHead, 0, len(s.keys))
+	for _, key := range slices.Sorted(maps.Keys(s.keys)) {
+		c := s.keys[key]
+		h := history.KeyHead{Key: key, Value: history.Int64(c.value)}
+		if c.highestWritten != nil {
+			h.WrittenFence = history.Int64(*c.highestWritten)
+		}
+		heads = append(heads, h)
+	}
+	return heads
 }
 
 func (s *Store) cell(key string) *cell {

@@ -1,0 +1,243 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
+	"github.com/lockcheck/lockcheck/workloads/resource"
+)
+
+// nextSegment ends segment n at a point where nothing crosses into the
+// next (Config.Segment): every client finishes its cycle and waits before
+// its next acquire (within grace, or is killed and replaced), the leases
+// they held run out (the TTL is waited out), the clocks are put back, the
+// lock keys are inspected, and the next segment's run directory, history
+// (its header carrying what the segment leaves, history.SegmentHead) and
+// resource log are created. Only then does the segment's history end and
+// the recording move to the new files. It returns the new run directory
+// and what lets the waiting clients go on, which its caller calls once it
+// has handed the closed segment on. On an error (ctx ended, or a file
+// could not be written) the clients stay parked and the run should end:
+// Run's stop lets them finish, and the history being recorded (the
+// fleet's) gets the run's end.
+func (f *fleet) nextSegment(ctx context.Context, n int, grace time.Duration, spec catalog.Spec, memory *resource.Server, db *database) (string, func(), error) {
+	resume, err := f.hold(ctx, grace)
+	if err != nil {
+		return "", nil, err
+	}
+	// A lease a client still held when it stopped (a release that failed
+	// or timed out) ends within its TTL of the client's last acquire or
+	// extend, which came before it stopped.
+	select {
+	case <-ctx.Done():
+		return "", nil, ctx.Err()
+	case <-time.After(f.cfg.TTL + f.cfg.TTL/10 + 10*time.Millisecond):
+	}
+	resetClocks(f.nodes)
+	f.inspect(spec)
+
+	dir := f.currentDir()
+	next, err := results.NewRunDir(f.cfg.Out, f.cfg.Run.Backend, f.cfg.Run.Workload, time.Now())
+	if err != nil {
+		f.recordingFailed("the next segment's run directory", err)
+		return "", nil, err
+	}
+	// failed gives the next segment up: the run ends in this one.
+	failed := func(file string, err error) (string, func(), error) {
+		f.recordingFailed(file, err)
+		os.RemoveAll(next)
+		return "", nil, err
+	}
+	var (
+		resLog   io.WriteCloser
+		resHeads []history.KeyHead
+	)
+	switch {
+	case memory != nil:
+		if resLog, err = f.cfg.createLog(filepath.Join(next, results.ResourceFile)); err != nil {
+			return failed(results.ResourceFile, err)
+		}
+		resHeads = memory.Heads()
+	case db != nil:
+		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		resHeads, err = db.export(exportCtx, f.cfg.createLog, filepath.Join(dir, results.ResourceFile))
+		cancel()
+		if err != nil {
+			return failed(results.ResourceFile, err)
+		}
+	}
+	f.histMu.Lock()
+	head := segmentHead(n+1, f.fences, resHeads)
+	f.histMu.Unlock()
+	h, err := createHistory(f.cfg, next, f.segmentLimit(n+1), head)
+	if err != nil {
+		if resLog != nil {
+			resLog.Close()
+		}
+		return failed(results.HistoryFile, err)
+	}
+	// Every file of the next segment is in place: the segment ends.
+	f.recordNemesis(history.NemRunEnd, history.Value{Detail: history.RunEndSegment})
+	if memory != nil {
+		if err := memory.Rotate(resLog); err != nil {
+			h.Close()
+			return failed(results.ResourceFile, err)
+		}
+	}
+	f.histMu.Lock()
+	old := f.hist
+	f.hist = h
+	f.histMu.Unlock()
+	f.mu.Lock()
+	f.dir = next
+	f.mu.Unlock()
+	if err := old.Close(); err != nil {
+		// The recording goes on in the next segment's files, but this
+		// segment's history is not whole: the run ends.
+		f.recordingFailed(results.HistoryFile, err)
+		return "", nil, err
+	}
+	return next, resume, nil
+}
+
+// currentDir is the run directory being recorded.
+func (f *fleet) currentDir() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dir
+}
+
+// segmentLimit is the time limit of segment n (from 1): Config.Segment,
+// the last one shorter when Limit is not a multiple of it.
+func (f *fleet) segmentLimit(n int) time.Duration {
+	from := time.Duration(n-1) * f.cfg.Segment
+	return min(f.cfg.Segment, f.cfg.Limit-from)
+}
+
+// segmentHead is what segment n starts from: each key's highest granted
+// fence (fences) and the resource's value and highest written fence
+// (resHeads, from the resource), in key order.
+func segmentHead(n int, fences map[string]int64, resHeads []history.KeyHead) *history.SegmentHead {
+	byKey := map[string]*history.KeyHead{}
+	for i := range resHeads {
+		byKey[resHeads[i].Key] = &resHeads[i]
+	}
+	for key, fence := range fences {
+		h := byKey[key]
+		if h == nil {
+			h = &history.KeyHead{Key: key}
+			byKey[key] = h
+		}
+		h.Fence = history.Int64(fence)
+	}
+	head := &history.SegmentHead{Segment: n, Keys: []history.KeyHead{}}
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		head.Keys = append(head.Keys, *byKey[key])
+	}
+	return head
+}
+
+// hold parks every client before its next acquire, the cycle in progress
+// finished, and returns what lets them all go on. A client that does not
+// get there within grace is killed, as at the end of a run; a replacement
+// started while the fleet holds (for it, or for a client that died
+// meanwhile) starts parked (workerproc.Config.Held). On an error the
+// clients stay as they are, and the run should end (stop lets them go).
+func (f *fleet) hold(ctx context.Context, grace time.Duration) (func(), error) {
+	f.mu.Lock()
+	f.holding = true
+	f.mu.Unlock()
+	type parked struct {
+		resume func()
+		err    error
+	}
+	done := make(chan parked, f.cfg.Run.Clients)
+	for slot := range f.cfg.Run.Clients {
+		go func() {
+			resume, err := f.park(ctx, slot, grace)
+			done <- parked{resume, err}
+		}()
+	}
+	var resumes []func()
+	var errs []error
+	for range f.cfg.Run.Clients {
+		p := <-done
+		if p.resume != nil {
+			resumes = append(resumes, p.resume)
+		}
+		errs = append(errs, p.err)
+	}
+	resume := func() {
+		f.mu.Lock()
+		f.holding = false
+		workers := append([]*worker(nil), f.slots...)
+		f.mu.Unlock()
+		for _, r := range resumes {
+			r()
+		}
+		// A replacement started after its slot was parked waits too.
+		for _, w := range workers {
+			if w != nil {
+				w.letGo()
+			}
+		}
+	}
+	return resume, errors.Join(errs...)
+}
+
+// park parks the client of slot before its next acquire.
+func (f *fleet) park(ctx context.Context, slot int, grace time.Duration) (func(), error) {
+	killed := false
+	for {
+		w := f.slot(slot)
+		pctx, cancel := context.WithTimeout(ctx, grace)
+		resume, err := w.ParkAt(pctx, workloads.FailpointBeforeAcquire)
+		cancel()
+		switch {
+		case err == nil:
+			return resume, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, nemesis.ErrMissed):
+			// It exited: its replacement is on its way.
+		case killed:
+			return nil, fmt.Errorf("client slot %d did not finish its cycle within %s, twice", slot, grace)
+		default:
+			f.log.Warn("a client did not finish its cycle in time; killing it", "client", w.Name(), "grace", grace)
+			w.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+			killed = true
+		}
+		if err := f.awaitReplacement(ctx, slot, w, grace); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// awaitReplacement waits until the worker of slot is no longer w.
+func (f *fleet) awaitReplacement(ctx context.Context, slot int, w *worker, grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for f.slot(slot) == w {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("client slot %d was not restarted within %s", slot, grace)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
