@@ -125,6 +125,12 @@ type NodeSpec struct {
 	// DataPaths, relative to the node's directory, are removed by a restart
 	// that wipes the node's data.
 	DataPaths []string
+	// WipedCopiesPeer says a node restarted without its data does not
+	// start afresh when it has peers but copies the one that accepts
+	// writes (a PostgreSQL standby's pg_basebackup). That peer itself,
+	// wiped, has nothing to copy and never comes back, so a topology of
+	// more than one such node offers no restart with its data wiped.
+	WipedCopiesPeer bool
 	// Ready returns nil once the node at addr serves requests.
 	Ready func(ctx context.Context, addr string) error
 	// ReadyWithin is how long the node may take to start serving (0: 15s);

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
@@ -61,6 +62,9 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 	// nemesis.Restarter), if they started any.
 	if t.Nodes > 0 {
 		t.Offers = append(t.Offers, nemesis.CapNodes, nemesis.CapRestart)
+		if !slices.ContainsFunc(specs, func(s backends.NodeSpec) bool { return s.WipedCopiesPeer && len(specs) > 1 }) {
+			t.Offers = append(t.Offers, nemesis.CapWipe)
+		}
 	}
 	if t.ClockNodes > 0 {
 		t.Offers = append(t.Offers, nemesis.CapClock)

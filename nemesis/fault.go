@@ -85,6 +85,11 @@ const (
 	// CapPromote: the service has a streaming standby the nemesis can
 	// promote (Promoter).
 	CapPromote Capability = "promote"
+	// CapWipe: any node restarted with its data wiped comes back by
+	// itself. A fault that restarts nodes empty needs it: always
+	// (clock-pause, restart-pause), or with --wipe (ParamWipe among its
+	// Params).
+	CapWipe Capability = "wipe"
 )
 
 // capabilityText says what a capability is, for the refusal of a fault
@@ -102,6 +107,7 @@ var capabilityText = map[Capability]string{
 	CapFailover:  "a service that fails over by itself",
 	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",
 	CapPromote:   "a streaming standby the nemesis can promote (--backend postgres --replicas 1; a scenario's params: {replicas: 1})",
+	CapWipe:      "nodes that come back by themselves when restarted with their data wiped (a wiped PostgreSQL primary with a standby has no primary to copy, and PostgreSQL promotes none by itself: drop --wipe or --replicas, or use failover-promote)",
 }
 
 // Topology is what a run will offer the nemesis, known before anything
@@ -155,7 +161,7 @@ func Validate(faults []string, params map[string]string, top Topology) error {
 			// start lacks them all, and that is the reason to give.
 			return &UnavailableError{Fault: name, Need: CapNodes, Top: top}
 		}
-		for _, need := range f.Needs {
+		for _, need := range f.needs(s) {
 			if !top.Offer(need) {
 				return &UnavailableError{Fault: name, Need: need, Top: top}
 			}
@@ -167,6 +173,15 @@ func Validate(faults []string, params map[string]string, top Topology) error {
 		}
 	}
 	return nil
+}
+
+// needs are what the fault needs with settings s: its Needs, and CapWipe
+// when it restarts nodes and --wipe says they come back empty.
+func (f *Fault) needs(s Settings) []Capability {
+	if s.Wipe && slices.Contains(f.Params, ParamWipe) {
+		return append(slices.Clone(f.Needs), CapWipe)
+	}
+	return f.Needs
 }
 
 // registry holds the faults by name.

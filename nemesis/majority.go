@@ -12,11 +12,11 @@ import (
 )
 
 func init() {
-	register(Fault{Name: "clock-pause", Inject: ClockPause, Needs: []Capability{CapMajority, CapRestart, CapAllClocks},
+	register(Fault{Name: "clock-pause", Inject: ClockPause, Needs: []Capability{CapMajority, CapRestart, CapAllClocks, CapWipe},
 		Params: []string{ParamSkew},
 		Help: "Kleppmann's Redlock case: SIGSTOP a minority of the nodes, let a client win the lock on the " +
 			"bare majority, jump one of those nodes' clocks by --skew, bring the minority back empty, let a second client win it"})
-	register(Fault{Name: "restart-pause", Inject: RestartPause, Needs: []Capability{CapMajority, CapRestart},
+	register(Fault{Name: "restart-pause", Inject: RestartPause, Needs: []Capability{CapMajority, CapRestart, CapWipe},
 		Params: []string{ParamRestartDelay, ParamWipe},
 		Help: "Redlock's restart case: as clock-pause, but the node of the bare majority is killed and, " +
 			"like the minority, started again empty after --restart-delay (longer than the TTL is the documented mitigation)"})

@@ -20,12 +20,12 @@ import (
 // run starts.
 func TestValidateRefusesWhatTheTopologyLacks(t *testing.T) {
 	redlock := Topology{Backend: "redlock", Runtime: "process", Nodes: 5, ClockNodes: 5,
-		Offers: []Capability{CapNodes, CapRestart, CapClock, CapAllClocks, CapMajority}}
-	etcd := Topology{Backend: "etcd", Runtime: "process", Nodes: 3, Offers: []Capability{CapNodes, CapRestart, CapMajority, CapLeader}}
-	redis := Topology{Backend: "redis", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart}}
+		Offers: []Capability{CapNodes, CapRestart, CapWipe, CapClock, CapAllClocks, CapMajority}}
+	etcd := Topology{Backend: "etcd", Runtime: "process", Nodes: 3, Offers: []Capability{CapNodes, CapRestart, CapWipe, CapMajority, CapLeader}}
+	redis := Topology{Backend: "redis", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart, CapWipe}}
 	docker := redis
-	docker.Runtime, docker.Offers = "docker", []Capability{CapNodes, CapRestart, CapPartition}
-	postgres := Topology{Backend: "postgres", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart, CapSessions}}
+	docker.Runtime, docker.Offers = "docker", []Capability{CapNodes, CapRestart, CapWipe, CapPartition}
+	postgres := Topology{Backend: "postgres", Runtime: "process", Nodes: 1, Offers: []Capability{CapNodes, CapRestart, CapWipe, CapSessions}}
 	standby := Topology{Backend: "postgres", Runtime: "process", Nodes: 2, Offers: []Capability{CapNodes, CapRestart, CapSessions, CapPromote}}
 	tests := []struct {
 		name   string
@@ -46,6 +46,10 @@ func TestValidateRefusesWhatTheTopologyLacks(t *testing.T) {
 		{"pause-nodes on one node", []string{"pause-nodes"}, nil, redis, CapMajority, ""},
 		{"failover-promote without a standby", []string{"failover-promote"}, nil, postgres, CapPromote, ""},
 		{"failover-promote with a standby", []string{"kill-session", "failover-promote"}, nil, standby, "", ""},
+		{"kill-restart of a replicated primary", []string{"kill-restart"}, nil, standby, "", ""},
+		{"kill-restart --wipe of a replicated primary", []string{"kill-restart"}, map[string]string{ParamWipe: "true"}, standby, CapWipe, ""},
+		{"kill-restart --wipe of a lone primary", []string{"kill-restart"}, map[string]string{ParamWipe: "true"}, postgres, "", ""},
+		{"restart-pause restarts nodes empty", []string{"restart-pause"}, nil, Topology{Backend: "x", Runtime: "process", Nodes: 3, Offers: []Capability{CapNodes, CapRestart, CapMajority}}, CapWipe, ""},
 		{"faults every service takes", []string{"pause-holder", "pause-client", "pause-node", "kill-client", "kill-restart"}, nil, redis, "", ""},
 		{"clock-skew of a majority", []string{"clock-skew"}, map[string]string{ParamSkewNodes: "3"}, redlock, "", "--skew-nodes 3: at most 2 of the 5 nodes"},
 		{"a negative restart delay", []string{"kill-restart"}, map[string]string{ParamRestartDelay: "-1s"}, redis, "", "--restart-delay \"-1s\""},

@@ -16,9 +16,10 @@ import (
 	"time"
 )
 
-// IndexEntry is one row of the store's index: a run or a comparison.
+// IndexEntry is one row of the store's index: a run, a comparison or a
+// soak.
 type IndexEntry struct {
-	Kind     string // "run" or "compare"
+	Kind     string // "run", "compare" or "soak"
 	Time     time.Time
 	Path     string // the folder, relative to the store, with forward slashes
 	Href     string // its page, relative to the store's root URL
@@ -31,9 +32,9 @@ type IndexEntry struct {
 	Parent   string // the comparison a run belongs to, if any
 }
 
-// ScanStore lists the runs and comparisons under store, newest first: every
-// run directory at its top, and each comparison followed by the runs of its
-// cells. A folder that cannot be read is listed with what is known of it,
+// ScanStore lists the runs, comparisons and soaks under store, newest
+// first: every run and soak directory at its top, and each comparison
+// followed by the runs of its cells. A folder that cannot be read is listed with what is known of it,
 // never dropped.
 func ScanStore(store string) ([]IndexEntry, error) {
 	entries, err := os.ReadDir(store)
@@ -58,6 +59,10 @@ func ScanStore(store string) ([]IndexEntry, error) {
 					out = append(out, runEntry(filepath.Join(dir, s.Name()), e.Name()+"/"+s.Name(), e.Name()))
 				}
 			}
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, SoakFile)); err == nil {
+			out = append(out, soakEntry(dir, e.Name()))
 			continue
 		}
 		if isRunDir(dir) {
@@ -89,11 +94,14 @@ func isRunDir(dir string) bool {
 }
 
 // folderTime reads the time a folder's name starts with, as NewRunDir and
-// NewCompareDir write it, or falls back to its modification time.
+// NewCompareDir (20060102-150405) or soak (20060102T150405) write it, or
+// falls back to its modification time.
 func folderTime(dir, name string) time.Time {
 	if len(name) >= 15 {
-		if t, err := time.ParseInLocation("20060102-150405", name[:15], time.Local); err == nil {
-			return t
+		for _, layout := range []string{"20060102-150405", "20060102T150405"} {
+			if t, err := time.ParseInLocation(layout, name[:15], time.Local); err == nil {
+				return t
+			}
 		}
 	}
 	if fi, err := os.Stat(dir); err == nil {
@@ -123,6 +131,37 @@ func runEntry(dir, rel, parent string) IndexEntry {
 	e.Verdict, e.Class, e.Summary = r.Valid.String(), verdictClass(r.Valid), r.Reason
 	if note := runNote(r.Interrupted, r.Incomplete, r.InterruptedBy); note != "" {
 		e.Summary = note + " " + e.Summary
+	}
+	return e
+}
+
+// soakEntry is a soak directory's row: its verdict so far (soak.json is
+// rewritten after each segment), linking to the first report it kept, or
+// to its folder when it kept none.
+func soakEntry(dir, rel string) IndexEntry {
+	e := IndexEntry{Kind: "soak", Time: folderTime(dir, filepath.Base(dir)), Path: rel,
+		Href: (&url.URL{Path: rel + "/"}).String(), Verdict: "unreadable", Class: "unknown"}
+	s, err := ReadSoak(dir)
+	if err != nil {
+		e.Summary = err.Error()
+		return e
+	}
+	e.Backend = s.Backend
+	if s.Variant != "" {
+		e.Backend += "/" + s.Variant
+	}
+	e.Workload, e.Faults = s.Workload, FaultsName(s.Nemesis)
+	e.Verdict, e.Class = s.Valid.String(), verdictClass(s.Valid)
+	e.Summary = fmt.Sprintf("%d segments of %s, %d with anomalies; %d grants; %d of %d faults landed.",
+		len(s.Segments), time.Duration(s.SegmentMs)*time.Millisecond, s.AnomalySegments, s.Grants, s.FaultsLanded, s.FaultsInjected)
+	if s.Interrupted {
+		e.Summary = "Interrupted before its duration. " + e.Summary
+	}
+	for _, seg := range s.Segments {
+		if seg.Report != "" {
+			e.Href = pageHref(rel, seg.Report)
+			break
+		}
 	}
 	return e
 }
@@ -171,13 +210,13 @@ type indexView struct {
 	Script   template.JS
 }
 
-// WriteIndex writes the store's index page: every run and comparison,
+// WriteIndex writes the store's index page: every run, comparison and soak,
 // colour-coded, filterable, each linking to its page.
 func WriteIndex(w io.Writer, store string, entries []IndexEntry) error {
 	v := indexView{CSP: contentPolicy(indexScriptText), Store: store, Entries: entries, Script: template.JS(indexScriptText)}
 	seen := map[string]bool{}
 	for _, e := range entries {
-		if e.Kind == "run" && e.Backend != "" && !seen[e.Backend] {
+		if e.Kind != "compare" && e.Backend != "" && !seen[e.Backend] {
 			seen[e.Backend] = true
 			v.Backends = append(v.Backends, e.Backend)
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/checker"
 )
 
 func TestScanStore(t *testing.T) {
@@ -25,6 +27,20 @@ func TestScanStore(t *testing.T) {
 	require.NoError(t, os.Rename(cmpDir, filepath.Join(store, "20250102-040000"+CompareSuffix)))
 	require.NoError(t, os.Symlink("20250102-030405-redis-unfenced", filepath.Join(store, LatestLink)))
 	require.NoError(t, os.Mkdir(filepath.Join(store, "not-a-run"), 0o755))
+	// A soak: its segments' run directories are archived into it, and
+	// soak.json says how it went so far.
+	soakDir := filepath.Join(store, "20250102T045000-soak-etcd-fenced")
+	require.NoError(t, os.Mkdir(soakDir, 0o755))
+	soak := NewSoak()
+	soak.Backend, soak.Workload, soak.Nemesis, soak.SegmentMs = "etcd", "fenced", []string{"pause-holder"}, 60_000
+	soak.add(SoakSegment{Segment: 1, Valid: checker.Valid, Faults: 2, Landed: 2, Grants: 40}, nil)
+	soak.add(SoakSegment{Segment: 2, Valid: checker.Invalid, Faults: 1, Landed: 1, Grants: 30,
+		Anomalies: map[string]int{"lease": 1}, Report: SegmentName("report", 2, ".html")}, nil)
+	require.NoError(t, soak.Write(soakDir))
+	// An unreadable soak.json is listed as such, never dropped.
+	broken := filepath.Join(store, "20250102T010000-soak-redis-fenced")
+	require.NoError(t, os.Mkdir(broken, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(broken, SoakFile), []byte("{"), 0o644))
 
 	entries, err := ScanStore(store)
 	require.NoError(t, err)
@@ -34,17 +50,27 @@ func TestScanStore(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"run 20250102-050000-redis-fenced not checked",
+		"soak 20250102T045000-soak-etcd-fenced false",
 		"compare 20250102-040000-compare comparison",
 		"run 20250102-040000-compare/run-fenced true",
 		"run 20250102-040000-compare/run-unfenced false",
 		"run 20250102-030405-redis-unfenced false",
+		"soak 20250102T010000-soak-redis-fenced unreadable",
 	}, got, "newest first, the latest link and folders that are not runs left out")
-	assert.Equal(t, "20250102-040000-compare/compare.html", entries[1].Href)
-	assert.Equal(t, "4 cells: 1 true, 1 false, 1 skipped, 1 error.", entries[1].Summary)
-	assert.Equal(t, "20250102-040000-compare", entries[2].Parent)
+	assert.Equal(t, "20250102-040000-compare/compare.html", entries[2].Href)
+	assert.Equal(t, "4 cells: 1 true, 1 false, 1 skipped, 1 error.", entries[2].Summary)
+	assert.Equal(t, "20250102-040000-compare", entries[3].Parent)
 	assert.Equal(t, "20250102-050000-redis-fenced/", entries[0].Href, "an unchecked run links to its folder")
-	assert.Equal(t, "redis/correct", entries[4].Backend)
-	assert.Equal(t, "pause-holder", entries[4].Faults)
+	assert.Equal(t, "redis/correct", entries[5].Backend)
+	assert.Equal(t, "pause-holder", entries[5].Faults)
+	assert.Equal(t, "20250102T045000-soak-etcd-fenced/report-0002.html", entries[1].Href, "a soak links to the first report it kept")
+	assert.Equal(t, "2 segments of 1m0s, 1 with anomalies; 70 grants; 3 of 3 faults landed.", entries[1].Summary)
+	assert.Equal(t, "fail", entries[1].Class)
+	assert.Contains(t, entries[6].Summary, SoakFile)
+
+	var page strings.Builder
+	require.NoError(t, WriteIndex(&page, store, entries))
+	assert.Contains(t, page.String(), `<option value="etcd">etcd</option>`, "a soak's backend is among the filter's")
 }
 
 func TestStoreHandler(t *testing.T) {

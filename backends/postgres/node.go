@@ -105,9 +105,12 @@ func Node(name, program, server string) backends.NodeSpec {
 		},
 		Env:       []string{NodeEnv + "=1"},
 		DataPaths: []string{dataDir},
-		Ready:     ready,
-		Image:     Image,
-		Command:   "lockcheck",
+		// A wiped standby copies its primary again; a wiped primary waits
+		// for one, and PostgreSQL promotes no standby by itself.
+		WipedCopiesPeer: true,
+		Ready:           ready,
+		Image:           Image,
+		Command:         "lockcheck",
 		// initdb took 7-14 s on a busy 2-core machine, before the server
 		// starts; a standby waits for its primary's initdb, then copies it.
 		ReadyWithin: 2 * time.Minute,

@@ -152,6 +152,7 @@ func TestPostgresStandbyBadInput(t *testing.T) {
 		{"another backend", []string{"--backend", "redis", "--replicas", "1"}, "--replicas applies to --backend postgres only"},
 		{"xact with a standby", []string{"--backend", "postgres", "--variant", "xact", "--resource", "postgres", "--nemesis", "failover-promote"}, "use --variant session"},
 		{"failover without a standby", []string{"--backend", "redis", "--nemesis", "failover-promote"}, "--backend postgres --replicas 1"},
+		{"a wiped primary with a standby", []string{"--backend", "postgres", "--replicas", "1", "--nemesis", "kill-restart", "--wipe"}, "drop --wipe or --replicas"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
