@@ -211,6 +211,33 @@ func TestZooKeeperExpiredSessionEndsTheGrant(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// An extend is answered through the leader, never from a follower's own
+// copy alone: a follower goes on serving reads for syncLimit ticks after
+// it last heard from the leader, while the leader, were it only cut off
+// from this follower, could have expired the session. With the leader
+// stopped, the holder's follower cannot confirm the node, so the extend is
+// not accepted.
+func TestZooKeeperExtendAsksTheLeader(t *testing.T) {
+	e, _ := startZooKeeper(t)
+	ctx := context.Background()
+	via := e.follower(t)
+	l := e.lock(t, time.Second, via.Name())
+	g, err := l.Acquire(ctx, "lock-0")
+	require.NoError(t, err)
+	ok, err := l.Extend(ctx, "lock-0", g)
+	require.NoError(t, err)
+	require.True(t, ok, "the holder's extend is accepted while the ensemble is whole")
+
+	leader, err := e.service.Leader(ctx)
+	require.NoError(t, err)
+	n := e.node(leader)
+	require.NoError(t, n.Signal(syscall.SIGSTOP))
+	defer n.Signal(syscall.SIGCONT) //nolint:errcheck // continued below too
+	ok, err = l.Extend(ctx, "lock-0", g)
+	assert.False(t, ok && err == nil, "an extend accepted from %s's own copy, with the leader %s stopped", via.Name(), leader)
+	require.NoError(t, n.Signal(syscall.SIGCONT))
+}
+
 // pause-leader's effect: while the leader is stopped, the others elect a
 // new one (with a higher epoch), and the old one rejoins as a follower.
 func TestZooKeeperPausedLeaderIsReplaced(t *testing.T) {

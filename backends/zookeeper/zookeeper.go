@@ -347,6 +347,14 @@ func (l *Lock) current(g backends.Grant) (*session, bool) {
 // Extend reports whether the grant's node is still there, owned by the
 // session it was made in: the session keeps itself alive with the
 // library's pings, so there is nothing to renew.
+//
+// The read is preceded by a sync. A follower answers reads from its own
+// copy, and one cut off from the leader goes on answering for up to
+// syncLimit ticks: it could show the node after the leader expired the
+// session. A sync completes only through the leader, after everything it
+// committed before reached this server, so an extend that is accepted read
+// the ensemble's state; one whose sync cannot complete has an unknown
+// outcome.
 func (l *Lock) Extend(ctx context.Context, _ string, g backends.Grant) (bool, error) {
 	s, ok := l.current(g)
 	if !ok || s.isLost() {
@@ -355,6 +363,9 @@ func (l *Lock) Extend(ctx context.Context, _ string, g backends.Grant) (bool, er
 	ctx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
 	stat, err := call(ctx, func() (*zk.Stat, error) {
+		if _, err := s.conn.Sync(g.Token); err != nil {
+			return nil, err
+		}
 		ok, stat, err := s.conn.Exists(g.Token)
 		if err == nil && !ok {
 			return nil, nil
