@@ -62,7 +62,9 @@ func faultTopology(cfg Config, b catalog.Backend) nemesis.Topology {
 	// nemesis.Restarter), if they started any.
 	if t.Nodes > 0 {
 		t.Offers = append(t.Offers, nemesis.CapNodes, nemesis.CapRestart)
-		if !slices.ContainsFunc(specs, func(s backends.NodeSpec) bool { return s.WipedCopiesPeer && len(specs) > 1 }) {
+		// A node that copies a peer when wiped has one to copy only when
+		// it is not that peer itself.
+		if len(specs) == 1 || !slices.ContainsFunc(specs, func(s backends.NodeSpec) bool { return s.WipedCopiesPeer }) {
 			t.Offers = append(t.Offers, nemesis.CapWipe)
 		}
 	}

@@ -108,7 +108,7 @@ func (c *Cell) Ran(r *Results) {
 // NewCompareDir creates <out>/<YYYYMMDD-HHMMSS>-compare/, with a -2, -3, ...
 // suffix when a comparison started in the same second.
 func NewCompareDir(out string, now time.Time) (string, error) {
-	return newNumberedDir(out, now.Format("20060102-150405")+CompareSuffix, "comparison")
+	return newNumberedDir(out, now.Format(folderTimeLayout)+CompareSuffix, "comparison")
 }
 
 // newNumberedDir creates the folder base under out, or base-2, base-3, ...
@@ -119,6 +119,8 @@ func newNumberedDir(out, base, what string) (string, error) {
 	}
 	name := base
 	for n := 2; ; n++ {
+		// Mkdir, not MkdirAll: it fails when the folder exists, which is how
+		// two concurrent runs avoid picking the same name.
 		err := os.Mkdir(filepath.Join(out, name), 0o755)
 		if err == nil {
 			return filepath.Join(out, name), nil

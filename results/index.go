@@ -34,8 +34,8 @@ type IndexEntry struct {
 
 // ScanStore lists the runs, comparisons and soaks under store, newest
 // first: every run and soak directory at its top, and each comparison
-// followed by the runs of its cells. A folder that cannot be read is listed with what is known of it,
-// never dropped.
+// followed by the runs of its cells. A folder that cannot be read is listed
+// with what is known of it, never dropped.
 func ScanStore(store string) ([]IndexEntry, error) {
 	entries, err := os.ReadDir(store)
 	if err != nil {
@@ -93,12 +93,12 @@ func isRunDir(dir string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// folderTime reads the time a folder's name starts with, as NewRunDir and
-// NewCompareDir (20060102-150405) or soak (20060102T150405) write it, or
-// falls back to its modification time.
+// folderTime reads the time a folder's name starts with, as NewRunDir,
+// NewCompareDir and NewSoakDir write it, or falls back to its modification
+// time.
 func folderTime(dir, name string) time.Time {
 	if len(name) >= 15 {
-		for _, layout := range []string{"20060102-150405", "20060102T150405"} {
+		for _, layout := range []string{folderTimeLayout, soakTimeLayout} {
 			if t, err := time.ParseInLocation(layout, name[:15], time.Local); err == nil {
 				return t
 			}
@@ -114,19 +114,27 @@ func pageHref(rel, file string) string {
 	return (&url.URL{Path: rel + "/" + file}).String()
 }
 
+// folderHref links a folder itself, which the store's server lists.
+func folderHref(rel string) string { return pageHref(rel, "") }
+
+// backendLabel names a backend and its variant as the index shows them.
+func backendLabel(backend, variant string) string {
+	if variant == "" {
+		return backend
+	}
+	return backend + "/" + variant
+}
+
 func runEntry(dir, rel, parent string) IndexEntry {
 	e := IndexEntry{Kind: "run", Time: folderTime(dir, filepath.Base(dir)), Path: rel, Parent: parent,
 		Href: pageHref(rel, ReportFile), Verdict: "not checked", Class: "skipped"}
 	r, err := ReadResults(dir)
 	if err != nil {
 		e.Summary = "no results: the run is still going, was killed before its check, or its results cannot be read (lockcheck check " + rel + " writes them)"
-		e.Href = (&url.URL{Path: rel + "/"}).String()
+		e.Href = folderHref(rel)
 		return e
 	}
-	e.Backend = r.Backend
-	if r.Variant != "" {
-		e.Backend += "/" + r.Variant
-	}
+	e.Backend = backendLabel(r.Backend, r.Variant)
 	e.Workload, e.Faults = r.Workload, FaultsName(r.Nemesis)
 	e.Verdict, e.Class, e.Summary = r.Valid.String(), verdictClass(r.Valid), r.Reason
 	if note := runNote(r.Interrupted, r.Incomplete, r.InterruptedBy); note != "" {
@@ -140,16 +148,13 @@ func runEntry(dir, rel, parent string) IndexEntry {
 // to its folder when it kept none.
 func soakEntry(dir, rel string) IndexEntry {
 	e := IndexEntry{Kind: "soak", Time: folderTime(dir, filepath.Base(dir)), Path: rel,
-		Href: (&url.URL{Path: rel + "/"}).String(), Verdict: "unreadable", Class: "unknown"}
+		Href: folderHref(rel), Verdict: "unreadable", Class: "unknown"}
 	s, err := ReadSoak(dir)
 	if err != nil {
 		e.Summary = err.Error()
 		return e
 	}
-	e.Backend = s.Backend
-	if s.Variant != "" {
-		e.Backend += "/" + s.Variant
-	}
+	e.Backend = backendLabel(s.Backend, s.Variant)
 	e.Workload, e.Faults = s.Workload, FaultsName(s.Nemesis)
 	e.Verdict, e.Class = s.Valid.String(), verdictClass(s.Valid)
 	e.Summary = fmt.Sprintf("%d segments of %s, %d with anomalies; %d grants; %d of %d faults landed.",

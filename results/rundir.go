@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -32,32 +31,25 @@ const (
 	LatestLink = "latest"
 )
 
+// folderTimeLayout is the time a run's, comparison's or merge's folder name
+// starts with; soakTimeLayout a soak's.
+const (
+	folderTimeLayout = "20060102-150405"
+	soakTimeLayout   = "20060102T150405"
+)
+
 // NewRunDir creates <out>/<YYYYMMDD-HHMMSS>-<backend>-<workload>/ and its
 // logs/ folder, and points <out>/latest at it. When two runs start in the same
 // second the later one gets a -2, -3, ... suffix instead of sharing a folder.
 func NewRunDir(out, backend, workload string, now time.Time) (string, error) {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return "", fmt.Errorf("create output folder: %w", err)
+	dir, err := newNumberedDir(out, now.Format(folderTimeLayout)+"-"+pathSafe(backend)+"-"+pathSafe(workload), "run")
+	if err != nil {
+		return "", err
 	}
-	base := now.Format("20060102-150405") + "-" + pathSafe(backend) + "-" + pathSafe(workload)
-	name := base
-	for n := 2; ; n++ {
-		// Mkdir, not MkdirAll: it fails when the folder exists, which is how
-		// two concurrent runs avoid picking the same name.
-		err := os.Mkdir(filepath.Join(out, name), 0o755)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("create run directory: %w", err)
-		}
-		name = base + "-" + strconv.Itoa(n)
-	}
-	dir := filepath.Join(out, name)
 	if err := os.Mkdir(filepath.Join(dir, LogsDir), 0o755); err != nil {
-		return "", fmt.Errorf("create run directory: %w", err)
+		return "", fmt.Errorf("create run folder: %w", err)
 	}
-	if err := pointLatest(out, name); err != nil {
+	if err := pointLatest(out, filepath.Base(dir)); err != nil {
 		return "", err
 	}
 	return dir, nil

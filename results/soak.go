@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -33,6 +34,13 @@ const (
 	SoakFile       = "soak.json"
 	segmentPattern = "%s-%04d%s"
 )
+
+// NewSoakDir creates <out>/<YYYYMMDDTHHMMSS>-soak-<backend>-<workload>/,
+// with a -2, -3, ... suffix when a soak of the same test started in the
+// same second.
+func NewSoakDir(out, backend, workload string, now time.Time) (string, error) {
+	return newNumberedDir(out, now.Format(soakTimeLayout)+"-soak-"+pathSafe(backend)+"-"+pathSafe(workload), "soak")
+}
 
 // SegmentName is the file name of segment n's kind (history, resource,
 // results, report) with the extension ext.

@@ -59,7 +59,7 @@ func MergeSoaks(out string, dirs []string, now time.Time) (string, []*Soak, erro
 		seen[key] = d
 		soaks[i] = s
 	}
-	dir, err := newNumberedDir(out, now.Format("20060102-150405")+SoaksSuffix, "soaks")
+	dir, err := newNumberedDir(out, now.Format(folderTimeLayout)+SoaksSuffix, "soaks")
 	if err != nil {
 		return "", nil, err
 	}

@@ -218,8 +218,8 @@ func (f soakFlags) plan(cmd *cobra.Command) (plannedSoak, error) {
 // interrupted.
 func soakOne(cmd *cobra.Command, p plannedSoak) (checker.Validity, bool, error) {
 	f, cfg, faults := p.f, p.cfg, p.faults
-	dir := filepath.Join(f.out, time.Now().Format("20060102T150405")+"-soak-"+f.backend+"-"+f.workload)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := results.NewSoakDir(f.out, f.backend, f.workload, time.Now())
+	if err != nil {
 		return checker.Unknown, false, err
 	}
 	// The segments' run directories live in a folder of their own until
