@@ -10,8 +10,9 @@ import (
 // How a run ended, as its history tells: the harness writes a run-end event
 // as the last event of every run it finishes, with detail "interrupted"
 // (or "interrupted: <why>") when the run stopped before its time limit. A
-// history lockcheck recorded (its header names when it started) that has
-// no run-end was cut short: lockcheck was killed, or could not write.
+// history whose header names when it started is a run's (lockcheck run's,
+// or a recorder's of another program that follows its rules); one that has
+// no run-end was cut short: its recorder was killed, or could not write.
 // Deriving this from the history, not from the harness, is what makes a
 // run and a later `lockcheck check` of its directory agree.
 
@@ -31,8 +32,11 @@ func runEnding(hd history.Header, f *facts) (interrupted, incomplete bool, why s
 	return false, recorded(hd), ""
 }
 
-// recorded reports whether lockcheck run recorded h: the harness writes the
-// wall-clock start into the header, a hand-written history need not.
+// recorded reports whether h is a run's record: the harness writes the
+// wall-clock start into the header, and so may another program's recorder
+// (docs/history.md); a history written from an incident's account need not.
+// Such a record is incomplete without a run-end, and is held to the rules
+// of a run (runUnknownReasons).
 func recorded(hd history.Header) bool { return hd.Started != "" }
 
 // runUnknownReasons lists why a run, whatever its checks found, tested too
@@ -52,7 +56,7 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		out = append(out, s+", so it tested less than it was asked to.")
 	}
 	if r.Incomplete {
-		out = append(out, "The history ends without a run-end event: lockcheck was killed, or could not record, before the run finished; what was recorded was checked.")
+		out = append(out, "The history ends without a run-end event: its recorder was killed, or could not write, before the run finished; what was recorded was checked.")
 	}
 	l := &r.Checks.Liveness
 	if l.AcquireAttempts == 0 && r.Checks.Linearizability.Operations == 0 {

@@ -175,6 +175,7 @@ type scanner struct {
 
 	hasLog    bool           // the run has a resource log
 	source    resourceSource // its entries not taken yet; nil once all are
+	logKeys   logKeys        // whether its entries name the history's keys
 	pulled    *history.ResourceEntry
 	err       error // of the resource log
 	outcomes  *outcomes
@@ -238,7 +239,7 @@ func newScanner(hd history.Header, opts Options, resource resourceSource) *scann
 	s := &scanner{
 		header:    hd,
 		cfg:       hd.Config,
-		allowance: opts.ClockAllowance,
+		allowance: driftAllowance(opts.ClockAllowance, hd.WallOffset),
 		keys:      map[string]*keyFacts{},
 		procs:     map[history.Process]*procState{},
 		sessions:  newSessionEnds(),

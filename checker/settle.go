@@ -216,6 +216,7 @@ func (s *scanner) pullResource(at int64) {
 		if len(s.weak) > 0 && s.weak[s.pulled.Req] {
 			s.reordered = true // a write settled without this entry
 		}
+		s.logKeys.note(s.pulled.Key, s.known(s.pulled.Key) != nil)
 		s.outcomes.add(s.pulled)
 		s.resource.add(s.pulled)
 		s.pulled = nil

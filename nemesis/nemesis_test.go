@@ -106,7 +106,7 @@ func TestRunRecordsEachStepsLanding(t *testing.T) {
 	verbs, values := rec.list()
 	assert.Equal(t, []string{history.NemPause, history.NemResume, history.NemLanding, history.NemPause, history.NemResume, history.NemLanding}, verbs)
 	for i, v := range values {
-		assert.Equal(t, 1+i/3, v.Step, "event %d (%s)", i, verbs[i])
+		assert.Equal(t, history.Int(1+i/3), v.Step, "event %d (%s)", i, verbs[i])
 	}
 	require.NotNil(t, values[2].Landed)
 	assert.True(t, *values[2].Landed, values[2].Detail)
