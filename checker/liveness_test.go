@@ -44,8 +44,25 @@ func TestLivenessStuckAfterKillAtFailpoint(t *testing.T) {
 	assert.Equal(t, 41+41+2*157+1, l.AcquireAttempts)
 	assert.Equal(t, 41+2*157, l.AcquireFailed)
 
-	assert.Equal(t, Valid, r.Valid, "a stuck lock is not unsafe")
-	assert.Contains(t, r.Reason, "; but the lock was stuck until the end: c3 was killed between SETNX and EXPIRE at 4.20s")
+	// Nobody can hold the key after c3's acquire: had EXPIRE run, its
+	// 100 ms lease would have ended by 4.30s; the clients are refused to
+	// the end of the run, 15.6s, far past the 1.2s orphan bound.
+	assert.Equal(t, Invalid, r.Valid, "a lock nobody can take again is broken")
+	assert.Equal(t, 1, l.Orphaned)
+	require.Len(t, l.Orphans, 1)
+	o := l.Orphans[0]
+	assert.Equal(t, at(4300), o.From)
+	assert.Equal(t, at(20000), o.To)
+	assert.True(t, o.UntilEnd)
+	assert.Equal(t, 2*157-1, o.Refused, "c0's refusal at 4.30s overlaps the end of c3's claim")
+	assert.InDelta(t, 1200, o.BoundMs, 1e-9)
+	require.NotNil(t, o.Holder)
+	assert.Equal(t, history.Process(3), *o.Holder)
+	assert.Equal(t, "nobody held lock-0 from 4.30s to the end of the run, yet 313 acquires were refused over 15.6s; "+
+		"c3 was killed between SETNX and EXPIRE at 4.20s, before its acquire returned: the lock key was left with no TTL; "+
+		"had it been granted its 100 ms lease, that would have ended by 4.30s; at the end of the run: lock-0 has no TTL (PTTL -1)", o.Reason)
+	assert.Equal(t, "The lock was orphaned: "+o.Reason+".", r.Reason)
+	assert.Equal(t, StatusFailed, l.Judge(JudgeContext{}).Status)
 	require.Len(t, r.Faults, 1, "the failpoint, run-end and inspect events are no faults")
 	assert.Equal(t, Fault{Kind: history.NemKill, Target: "c3", Start: at(4200), End: at(4200), Failpoint: "setnx-expire-gap", Index: r.Faults[0].Index}, r.Faults[0])
 }
@@ -105,10 +122,17 @@ func TestStallReason(t *testing.T) {
 		},
 		{
 			name: "a lock stuck until the end says what the nemesis inspected",
-			b: newBuilder("fenced").Acquire(0, 0, 1, 1).AcquireFail(1, 10, 11).AcquireFail(1, 250, 251).
-				Nemesis(300, history.NemRunEnd, "", "", "").Nemesis(301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
+			b: newBuilder("fenced").Acquire(0, 0, 1, 1).Nemesis(5, history.NemKill, "c0", "", "").AcquireFail(1, 10, 11).
+				AcquireFail(1, 250, 251).AcquireFail(1, 1500, 1501).
+				Nemesis(1600, history.NemRunEnd, "", "", "").Nemesis(1601, history.NemInspect, "redis-0", "", "lock-0 has PTTL -1"),
 			stuck:  true,
-			reason: "nobody got the lock from 0.00s to the end of the run although clients kept trying; at the end of the run: lock-0 has PTTL 900",
+			reason: "nobody got the lock from 0.00s to the end of the run although clients kept trying; at the end of the run: lock-0 has PTTL -1",
+		},
+		{
+			name: "a lock held until the end by a holder that is still there is not stuck",
+			b: newBuilder("fenced").Acquire(0, 0, 1, 1).AcquireFail(1, 10, 11).AcquireFail(1, 1250, 1251).
+				Nemesis(1300, history.NemRunEnd, "", "", "").Nemesis(1301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
+			reason: "",
 		},
 	}
 	for _, tt := range tests {

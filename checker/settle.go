@@ -54,6 +54,7 @@ type keySettled struct {
 	ownership       DoubleOwnership  // counts, and the first maxEvidence windows
 	fences          fenceOrder
 	stalls          stalls
+	orphans         orphanSweep
 	lin             segmenter
 }
 
@@ -226,7 +227,7 @@ func (s *scanner) pullResource(at int64) {
 // settle runs the checks on the stretch of k the scan holds, settled at
 // time at with acquires in flight from pendingFrom; with final, the end of
 // the history, it is the key's last. It returns the moment from which the
-// key's acquires still matter (stalls.settle).
+// key's acquires still matter (stalls.settle, orphanSweep.sweep).
 func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 	ks := &k.settled
 	ks.writes += len(k.writes)
@@ -266,6 +267,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 		end = s.facts.runEnd
 	}
 	from := ks.stalls.settle(k.grants, k.attempts, s.facts.span.Start, end, final)
+	ks.orphans.sweep(k.key, k.attempts, pendingFrom, s.faultCover(final), s.facts.span.Start, end, final)
 	if ks.lin.key == "" {
 		ks.lin = newSegmenter(k.key)
 	}
@@ -275,7 +277,19 @@ func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 	if final {
 		ks.lin.close(s.lin.add)
 	}
-	return from
+	// The orphan sweep has yet to read the acquires answered from
+	// pendingFrom on.
+	return min(from, pendingFrom-1)
+}
+
+// faultCover is the faults that may prolong a claim (liveness.go): of the
+// whole history at its end, else of the nemesis events read so far, a
+// fault not healed yet lasting until it is.
+func (s *scanner) faultCover(final bool) faultCover {
+	if final {
+		return newFaultCover(s.facts.faults)
+	}
+	return newFaultCover(collectFaults(s.facts.nemesis, never))
 }
 
 // forgetWrites drops the resource log entries of k's writes being
@@ -311,7 +325,25 @@ func (s *scanner) forgetAttempts(k *keyFacts, from int64) {
 		if ps.attemptKey == k {
 			ps.attemptIdx = moved[ps.attemptIdx]
 		}
+		// Leases granted since the point of rest name their acquires too.
+		for i := range ps.held {
+			if l := &ps.held[i]; l.key == k {
+				l.attempt = movedOr(moved, l.attempt)
+			}
+		}
+		if ps.hasReleasing && ps.releasing.key == k {
+			ps.releasing.attempt = movedOr(moved, ps.releasing.attempt)
+		}
 	}
+}
+
+// movedOr is where the acquire at index i went, or -1 when it was dropped
+// (or was none).
+func movedOr(moved map[int]int, i int) int {
+	if j, ok := moved[i]; ok {
+		return j
+	}
+	return -1
 }
 
 // settleAll settles every key's last stretch, at the end of the history.

@@ -162,7 +162,13 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 	case "resume":
 		return landed("%s was continued", t.Name()), cont(env, t, t.PID())
 	case "kill":
-		return landed("%s was killed", t.Name()), kill(env, t, history.Value{})
+		// A client killed where its trigger held it: the failpoint is the
+		// story (between SETNX and EXPIRE).
+		var v history.Value
+		if a.When != nil && a.When.Client == a.Target {
+			v.Failpoint = a.When.Reaches
+		}
+		return landed("%s was killed", t.Name()), kill(env, t, v)
 	case "restart":
 		r, ok := t.(Restarter)
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -248,8 +249,17 @@ func TestExpectLanded(t *testing.T) {
 	}
 }
 
-func TestLivenessNeverFails(t *testing.T) {
-	_, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "fail: [resource]", "fail: [liveness]")))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "line 16: fail: liveness never fails; expect a stuck lock with counts: {liveness.stuck_until_end: 1}")
+// An orphaned lock fails liveness, so a scenario can expect it to.
+func TestLivenessCanFail(t *testing.T) {
+	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "fail: [resource]", "fail: [liveness]")))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"liveness"}, f.Expect.Fail)
+	c := f.Compare(&checker.Result{Checks: checker.Checks{Liveness: checker.Liveness{Orphaned: 1}}})
+	for _, m := range c.Mismatches {
+		assert.NotEqual(t, "liveness", m.What, "liveness failed as expected")
+	}
+	i := slices.IndexFunc(c.Lines, func(m Mismatch) bool { return m.What == "liveness" })
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "fails", c.Lines[i].Expected)
+	assert.Contains(t, c.Lines[i].Observed, "failed: The lock was orphaned")
 }
