@@ -165,7 +165,9 @@ func (s *scanner) settleRest(k *keyFacts) {
 	grants, writes, reads := k.grants, k.writes, k.reads
 	k.grants, k.writes, k.reads = grants[:r.grants], writes[:r.writes], reads[:r.reads]
 	s.pullResource(r.at)
-	from := s.settle(k, r.pendingFrom, false)
+	// The acquires read since the point of rest belong to the next
+	// stretch: the orphan sweep reads only those done by it.
+	from := s.settle(k, r.pendingFrom, min(r.pendingFrom, r.at+1), false)
 	s.forgetWrites(k)
 	k.grants = append([]Grant(nil), grants[r.grants:]...)
 	k.writes = append([]writeOp(nil), writes[r.writes:]...)
@@ -225,10 +227,12 @@ func (s *scanner) pullResource(at int64) {
 }
 
 // settle runs the checks on the stretch of k the scan holds, settled at
-// time at with acquires in flight from pendingFrom; with final, the end of
-// the history, it is the key's last. It returns the moment from which the
-// key's acquires still matter (stalls.settle, orphanSweep.sweep).
-func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
+// time at with acquires in flight from pendingFrom; the acquires it holds
+// from horizon on (pendingFrom, or the point of rest) are the next
+// stretch's. With final, the end of the history, it is the key's last. It
+// returns the moment from which the key's acquires still matter
+// (stalls.settle, orphanSweep.sweep).
+func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) int64 {
 	ks := &k.settled
 	ks.writes += len(k.writes)
 	leaseViolations(k.grants, func(earlier, later Grant) {
@@ -267,7 +271,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 		end = s.facts.runEnd
 	}
 	from := ks.stalls.settle(k.grants, k.attempts, s.facts.span.Start, end, final)
-	ks.orphans.sweep(k.key, k.attempts, pendingFrom, s.faultCover(final), s.facts.span.Start, end, final)
+	ks.orphans.sweep(k.key, k.attempts, horizon, s.faultCover(final), s.facts.span.Start, end, final)
 	if ks.lin.key == "" {
 		ks.lin = newSegmenter(k.key)
 	}
@@ -278,8 +282,8 @@ func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 		ks.lin.close(s.lin.add)
 	}
 	// The orphan sweep has yet to read the acquires answered from
-	// pendingFrom on.
-	return min(from, pendingFrom-1)
+	// horizon on.
+	return min(from, horizon-1)
 }
 
 // faultCover is the faults that may prolong a claim (liveness.go): of the
@@ -350,6 +354,6 @@ func movedOr(moved map[int]int, i int) int {
 func (s *scanner) settleAll(f *facts) {
 	s.pullResource(math.MaxInt64)
 	for _, k := range f.keys {
-		s.settle(k, never, true)
+		s.settle(k, never, never, true)
 	}
 }
