@@ -333,8 +333,9 @@ type orphanSweep struct {
 	found []orphanFound
 }
 
-// claimBy is who made a claim and how it ended, for the reason.
+// claimBy is who made a claim, from when, and how it ended, for the reason.
 type claimBy struct {
+	start   int64
 	process history.Process
 	outcome attemptOutcome
 	ttl     int64
@@ -363,15 +364,18 @@ type orphanFound struct {
 }
 
 // faultCover is the faults that prolong a claim: those on a node (merged
-// into disjoint stretches) and those on each client.
+// into disjoint stretches) and those on each client, as far as the scan has
+// read (up to known; never at the end of the history).
 type faultCover struct {
 	nodes   []Interval
 	clients map[string][]Interval
+	known   int64
 }
 
-// newFaultCover reads faults; one that has not healed yet ends never.
-func newFaultCover(faults []Fault) faultCover {
-	c := faultCover{clients: map[string][]Interval{}}
+// newFaultCover reads faults, known up to known; one that has not healed
+// yet ends never.
+func newFaultCover(faults []Fault, known int64) faultCover {
+	c := faultCover{clients: map[string][]Interval{}, known: known}
 	for _, f := range faults {
 		if f.End <= f.Start {
 			continue // a point prolongs nothing
@@ -406,7 +410,8 @@ func mergeIntervals(ivs []Interval) []Interval {
 
 // prolong is the end of a claim of process p that would end at t, once
 // every fault on a node or on p in force at that moment has healed; never
-// while one has not.
+// while one has not, or while that end lies beyond what the scan has read
+// (a fault the scan has not read yet may still prolong it).
 func (c faultCover) prolong(t int64, p history.Process) int64 {
 	within := func(ivs []Interval) (int64, bool) {
 		i := sort.Search(len(ivs), func(i int) bool { return ivs[i].End >= t })
@@ -427,6 +432,9 @@ func (c faultCover) prolong(t int64, p history.Process) int64 {
 		if !moved {
 			break
 		}
+	}
+	if t >= c.known {
+		return never
 	}
 	return t
 }
@@ -487,7 +495,7 @@ func (o *orphanSweep) sweep(key string, attempts []attempt, horizon int64, fault
 				clear(tentative) // this claim overlaps them
 				o.close(key, start, ev.at, false)
 			}
-			by := claimBy{process: a.process, outcome: a.outcome, ttl: a.ttl, end: a.claim}
+			by := claimBy{start: a.invoke, process: a.process, outcome: a.outcome, ttl: a.ttl, end: a.claim}
 			if !a.claimed {
 				by.end = claimEnd{at: never, how: endedAtHistoryEnd, event: never}
 			}
@@ -513,9 +521,12 @@ func (o *orphanSweep) sweep(key string, attempts []attempt, horizon int64, fault
 	}
 }
 
-// raise records a claim that ends at e.
+// raise records a claim that ends at e. Of claims that end at one moment
+// (a fault that prolonged several heals), the one begun last, then of the
+// highest process, is the one that ended there, whatever order the
+// stretches brought them in.
 func (o *orphanSweep) raise(e int64, by claimBy) {
-	if o.coverBy == nil || e > o.cover {
+	if c := o.coverBy; c == nil || e > o.cover || e == o.cover && cmp.Or(cmp.Compare(by.start, c.start), cmp.Compare(by.process, c.process)) > 0 {
 		o.cover, o.coverBy = e, &by
 	}
 }

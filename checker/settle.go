@@ -291,9 +291,9 @@ func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) in
 // fault not healed yet lasting until it is.
 func (s *scanner) faultCover(final bool) faultCover {
 	if final {
-		return newFaultCover(s.facts.faults)
+		return newFaultCover(s.facts.faults, never)
 	}
-	return newFaultCover(collectFaults(s.facts.nemesis, never))
+	return newFaultCover(collectFaults(s.facts.nemesis, never), s.facts.span.End)
 }
 
 // forgetWrites drops the resource log entries of k's writes being
