@@ -64,10 +64,19 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		// there is nothing a pass could vouch for.
 		return append(out, "The history holds no acquire, read or write, so nothing was tested.")
 	}
+	unanswered := recorded(hd) && f.quiet.mostlyUnanswered()
+	if unanswered {
+		// Before anything else: it explains the rest.
+		out = append([]string{unansweredReason(&f.quiet, f.span.Start)}, out...)
+	}
 	if noFaultLanded(r.FaultLanding) {
 		// Holds for a hand-written history that records its nemesis's
 		// landings too.
-		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(hd.Config)))
+		if unanswered && r.FaultLanding.Injected > 0 {
+			out = append(out, fmt.Sprintf("No fault landed, which the unanswered acquires explain: a lock that is hardly ever granted gives no fault its moment (the first missed: %s).", r.FaultLanding.Missed))
+		} else {
+			out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(hd.Config)))
+		}
 	}
 	if !recorded(hd) {
 		// A history written by hand (an incident's account) tells what
@@ -79,6 +88,12 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 			l.AcquireAttempts, l.AcquireFailed, l.AcquireRefused, l.AcquireUnknown))
 	} else if !f.anyWrite {
 		out = append(out, "No client wrote to the resource, so the lock protected nothing.")
+	} else if f.accepted == 0 {
+		s := fmt.Sprintf("No write was accepted: the resource refused all %s, so nothing the lock protected was tested", count(f.writes, "write", "writes"))
+		if hd.Config.Fenced() {
+			s += " (a fenced resource refuses a write with no fence or a stale one: a lock that hands out none needs --fence-source resource)"
+		}
+		out = append(out, s+".")
 	}
 	if asked := askedFaults(hd.Config); !r.FaultLanding.Judged() && asked != "" && injected(r.Faults) == 0 {
 		// A history from before landing events: judged by what was injected.
@@ -112,16 +127,44 @@ func injected(faults []Fault) int {
 	return n
 }
 
+// unansweredLead starts the reason of a run whose acquires mostly got no
+// answer, which leads the verdict's sentence.
+const unansweredLead = "Most acquires got no answer"
+
+// unansweredReason says how many acquires made with no fault in force got
+// no answer, and names the most common error, its count and when it first
+// came (t0 is the history's start).
+func unansweredReason(q *quietAcquires, t0 int64) string {
+	e := q.common()
+	when := "that never came back"
+	if e.first != never {
+		when = "first at " + relSeconds(e.first-t0)
+	}
+	return fmt.Sprintf("%s, so the run tested almost nothing: %d of the %d made while no fault was in force ended in an error or an unknown outcome, most often (%s, %s) %s.",
+		unansweredLead, q.unanswered, q.n, count(e.count, "time", "times"), when, strings.TrimSuffix(e.text, "."))
+}
+
 // withRunReasons adds the run's unknown reasons to the verdict's sentence:
 // they replace "no safety check failed" praise when they made the verdict
-// unknown, and follow the failure's story when a safety check failed.
+// unknown, and follow the failure's story when a safety check failed. A
+// run whose acquires mostly got no answer says so before anything else.
 func withRunReasons(r *Result) string {
 	if len(r.UnknownReasons) == 0 {
 		return r.Reason
 	}
-	reasons := strings.Join(r.UnknownReasons, " ")
-	if r.Valid == Unknown && r.Reason == "" {
-		return "No safety check failed, but the verdict is unknown: " + reasons
+	reasons := r.UnknownReasons
+	var lead string
+	if strings.HasPrefix(reasons[0], unansweredLead) {
+		lead, reasons = reasons[0], reasons[1:]
 	}
-	return r.Reason + " " + reasons
+	var s string
+	switch {
+	case len(reasons) == 0:
+		s = r.Reason
+	case r.Valid == Unknown && r.Reason == "":
+		s = "No safety check failed, but the verdict is unknown: " + strings.Join(reasons, " ")
+	default:
+		s = r.Reason + " " + strings.Join(reasons, " ")
+	}
+	return strings.TrimSpace(lead + " " + s)
 }

@@ -126,6 +126,13 @@ type facts struct {
 	// lastRunEnd is the last run-end event, nil when there is none.
 	lastRunEnd *history.Event
 	anyWrite   bool
+	// writes counts the writes invoked; accepted counts those the history
+	// shows accepted and the resource log's accepted entries (a write may
+	// count twice: only whether any was accepted matters).
+	writes, accepted int
+	// quiet counts the acquires made while no fault on a node or on their
+	// own client was in force, and what became of them (liveness.go).
+	quiet quietAcquires
 
 	acquireAttempts int
 	acquireFailed   int
@@ -243,6 +250,7 @@ type scanner struct {
 	events    int
 	kept      keptValues
 	sessions  sessionEnds
+	inForce   faultsInForce // the faults so far, for quiet acquires
 
 	// settleAt is the package's settleAt, or 0 for a scan that settles
 	// nothing before the end.
@@ -329,6 +337,7 @@ func newScanner(hd history.Header, opts Options, resource resourceSource) *scann
 		keys:      map[string]*keyFacts{},
 		procs:     map[history.Process]*procState{},
 		sessions:  newSessionEnds(),
+		inForce:   newFaultsInForce(),
 		settleAt:  settleAt,
 		slack:     settleSlack,
 		hasLog:    resource != nil,
@@ -439,6 +448,7 @@ func (s *scanner) proc(p history.Process) *procState {
 func (s *scanner) nemesis(e *history.Event) {
 	s.facts.nemesis = append(s.facts.nemesis, e)
 	s.sessions.observe(e, s.procs)
+	s.inForce.observe(e)
 	switch e.F {
 	case history.NemRunEnd:
 		s.facts.lastRunEnd = e
@@ -509,6 +519,7 @@ func (s *scanner) invoke(e *history.Event) {
 		s.flushRead(ps)
 	case history.FWrite:
 		s.facts.anyWrite = true
+		s.facts.writes++
 		k := s.key(e.Key)
 		w := writeOp{process: e.Process, index: e.Index, invoke: e.Time}
 		if v := e.Value; v != nil {
@@ -560,6 +571,9 @@ func (s *scanner) complete(e *history.Event) {
 			w.status, w.done, w.doneIndex = e.Type, e.Time, e.Index
 			if e.Type == history.OK && e.Value != nil {
 				w.accepted, w.prev = s.kept.bool(e.Value.Accepted), s.kept.int(e.Value.Prev)
+			}
+			if e.Type == history.OK && confirmed(e.Value) {
+				s.facts.accepted++
 			}
 			ps.writeKey = nil
 		}
@@ -624,6 +638,9 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	if k != nil {
 		a, attemptIdx = &k.attempts[ps.attemptIdx], ps.attemptIdx
 		a.end = e.Time
+		if !s.inForce.during(e.Process, a.invoke) {
+			s.facts.quiet.add(e.Type != history.Info, e.Error, e.Time)
+		}
 	}
 	switch e.Type {
 	case history.Fail:
@@ -776,6 +793,9 @@ func (s *scanner) finishProcs() {
 		if ps.attemptKey != nil {
 			s.facts.acquireUnknown++
 			a := &ps.attemptKey.attempts[ps.attemptIdx]
+			if !s.inForce.during(ps.invoke.Process, a.invoke) {
+				s.facts.quiet.add(false, "", never)
+			}
 			a.outcome, a.claim, a.claimed = attemptUnknown, claimEnd{at: never, how: endedAcquirePending, event: never}, true
 		}
 	}

@@ -220,6 +220,9 @@ func (s *scanner) pullResource(at int64) {
 			s.reordered = true // a write settled without this entry
 		}
 		s.logKeys.note(s.pulled.Key, s.known(s.pulled.Key) != nil)
+		if s.pulled.Accepted {
+			s.facts.accepted++
+		}
 		s.outcomes.add(s.pulled)
 		s.resource.add(s.pulled)
 		s.pulled = nil

@@ -148,6 +148,9 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if err := CheckFaults(cfg, b); err != nil {
 		return b, err
 	}
+	if err := checkFenceSource(cfg, b); err != nil {
+		return b, err
+	}
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
@@ -158,6 +161,25 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 		return b, err
 	}
 	return b, preflightRuntime(cfg, b, nodeSpecs(cfg, b))
+}
+
+// checkFenceSource refuses a fenced run whose fence source yields no
+// fence: the resource would refuse every write, and the run would pass
+// having tested nothing.
+func checkFenceSource(cfg Config, b catalog.Backend) error {
+	if !cfg.Run.Fenced() {
+		return nil
+	}
+	switch cfg.Run.FenceSource {
+	case workloads.FenceNone:
+		return fmt.Errorf("--workload fenced with --fence-source none: no write would carry a fence, and the resource would refuse every one; use --fence-source resource (the resource's own sequence, safe with every backend)")
+	case workloads.FenceFromLock, "":
+		if !b.HandsOutFences(cfg.Run.Variant) {
+			return fmt.Errorf("--workload fenced with --fence-source lock: backend %s (variant %s) hands out no fence, so the resource would refuse every write; use --fence-source resource (the resource's own sequence, safe with every backend), or declare the lock's fences (lockcheck.Backend.Fences) if its grants carry one",
+				cfg.Run.Backend, cfg.Run.Variant)
+		}
+	}
+	return nil
 }
 
 // checkTimings refuses durations that would make a run test nothing: a
@@ -313,7 +335,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	}
 	f := &fleet{
 		cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, logDir: logDir,
-		fences: map[string]int64{}, recordingStopped: make(chan struct{}),
+		fences: map[string]int64{}, recordingStopped: make(chan struct{}), refused: make(chan struct{}),
+		untilRelease: backend.LeasesUntilRelease,
 	}
 	resWatchDone := make(chan struct{})
 	defer close(resWatchDone)
@@ -345,7 +368,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	f.base = workerproc.Config{
 		Lock: spec, Stride: cfg.Run.Clients, Keys: lockKeys(cfg), Think: cfg.Think,
 		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Resource: resourceOf(cfg), FenceSource: cfg.Run.FenceSource,
-		Fenced:   cfg.Run.Fenced(),
+		Fenced: cfg.Run.Fenced(), LeasesUntilRelease: backend.LeasesUntilRelease,
 		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
 	}
 	if memory != nil {
@@ -431,6 +454,11 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		out.Interrupted = true
 		detail = history.RunEndInterrupted + ": " + out.RecordingFailed.Error()
 	}
+	refusal := f.refusalError()
+	if refusal != nil && out.RecordingFailed == nil {
+		out.Interrupted = true
+		detail = history.RunEndInterrupted + ": " + refusal.Error()
+	}
 	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
 	var exportErr error
 	out.Dir = f.currentDir()
@@ -456,6 +484,8 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 		return out, fmt.Errorf("writing the resource log from the database: %w", exportErr)
 	case closeErr != nil && out.RecordingFailed == nil:
 		return out, closeErr
+	case refusal != nil:
+		return out, refusal
 	}
 	return out, nil
 }
@@ -530,6 +560,11 @@ type fleet struct {
 	// or the resource log: the run stops as at its time limit.
 	recordingStopped chan struct{}
 	recordErr        error
+	// refused is closed when the lock broke a rule the run cannot go on
+	// without (refusal.go); refusal says which.
+	refused      chan struct{}
+	refusal      *Refused
+	untilRelease bool // the backend's LeasesUntilRelease
 }
 
 // append records a client's event; a write that fails stops the run.
@@ -646,6 +681,7 @@ func (f *fleet) follow(w *worker, stdout io.Reader, logf *os.File) {
 		}
 		if e.Type == history.OK && e.F == history.FAcquire {
 			f.grants.Add(1)
+			f.checkLease(e)
 		}
 		if e.Type == history.Fail && e.F == history.FAcquire && e.Value != nil && e.Value.Refused {
 			f.refusals.Add(1)
@@ -717,6 +753,8 @@ func (f *fleet) waitLimit(ctx context.Context, n int, start time.Time, limit tim
 		case <-ctx.Done():
 			return endInterrupted
 		case <-f.recordingStopped:
+			return endInterrupted
+		case <-f.refused:
 			return endInterrupted
 		case <-timer.C:
 			return endLimit

@@ -199,7 +199,8 @@ expect:
 }
 
 // A scenario reads each check's own status: fails means failed, holds
-// means ok; a notice (a fenced overlap, a stuck lock) is neither.
+// means ok; a notice (a fenced overlap) is neither, and an orphaned lock
+// fails liveness.
 func TestCompareReadsTheChecksStatus(t *testing.T) {
 	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "workload: unfenced", "workload: fenced")))
 	require.NoError(t, err)
@@ -207,7 +208,7 @@ func TestCompareReadsTheChecksStatus(t *testing.T) {
 	res := &checker.Result{Checks: checker.Checks{
 		LeaseSafety:     checker.LeaseSafety{Valid: true},
 		DoubleOwnership: checker.DoubleOwnership{Windows: 2, UnsafeWrites: 1},
-		Liveness:        checker.Liveness{StuckUntilEnd: true},
+		Liveness:        checker.Liveness{StuckUntilEnd: true, Orphaned: 1, Orphans: []checker.Orphan{{Reason: "nobody held lock-0 from 0.30s to the end of the run"}}},
 	}, FaultLanding: checker.FaultLanding{Injected: len(f.Timeline), Landed: len(f.Timeline)}}
 	c := f.Compare(res)
 	var missed []string
@@ -216,7 +217,7 @@ func TestCompareReadsTheChecksStatus(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"double_ownership: notice: Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe.",
-		"liveness: notice: The lock was stuck until the end of the run.",
+		"liveness: failed: The lock was orphaned: nobody held lock-0 from 0.30s to the end of the run.",
 	}, missed)
 }
 

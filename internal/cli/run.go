@@ -270,6 +270,12 @@ func runAndCheck(ctx context.Context, cfg harness.Config, check dirCheck, opts c
 	if out.Dir == "" || errors.As(runErr, &startInterrupted) {
 		return out, checker.Unknown, runErr // nothing ran: nothing to check
 	}
+	var refused *harness.Refused
+	if errors.As(runErr, &refused) {
+		// The lock broke a rule the run cannot go on without: that is the
+		// one line to say, and what was recorded stays in its directory.
+		return out, checker.Unknown, fmt.Errorf("%v (the run stopped at once; what it recorded is in %s)", runErr, out.Dir)
+	}
 	// Whatever happened, check what was recorded: nothing is lost.
 	if _, err := os.Stat(filepath.Join(out.Dir, results.HistoryFile)); err != nil {
 		if runErr != nil {
