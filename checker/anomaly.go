@@ -9,11 +9,28 @@ package checker
 // (the first maxEvidence items of each), so in a history with more
 // anomalies than that on several keys it is the earliest of those kept.
 func firstAnomaly(r *Result, fenced bool) (at int64, ok bool) {
-	note := func(t int64) {
+	eachAnomaly(r, fenced, func(t int64) {
 		if !ok || t < at {
 			at, ok = t, true
 		}
-	}
+	})
+	return at, ok
+}
+
+// anomalyUnderFault says whether some evidence of a failed check lies
+// within a fault's interval: then the run did test what its faults aim
+// at, whatever their landings say (one that the run's end cut short).
+func anomalyUnderFault(r *Result, fenced bool) bool {
+	under := false
+	eachAnomaly(r, fenced, func(t int64) {
+		under = under || len(faultsDuring(r.Faults, t, t)) > 0
+	})
+	return under
+}
+
+// eachAnomaly calls note with the time of each piece of evidence of a check
+// that failed, as firstAnomaly says.
+func eachAnomaly(r *Result, fenced bool, note func(int64)) {
 	c := &r.Checks
 	ctx := JudgeContext{Fenced: fenced, T0: r.Span.Start}
 	failed := func(j Judged) bool { return j.Judge(ctx).Status == StatusFailed }
@@ -51,7 +68,6 @@ func firstAnomaly(r *Result, fenced bool) (at int64, ok bool) {
 			note(o.FirstRefused)
 		}
 	}
-	return at, ok
 }
 
 // firstAnomalyMs is firstAnomaly in milliseconds from the start of the

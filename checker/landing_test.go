@@ -79,3 +79,22 @@ func TestFaultsCarryTheirStepsLanding(t *testing.T) {
 	assert.Equal(t, history.Int(1), r.Faults[0].Step)
 	assert.True(t, r.Faults[1].Landed, "a promotion the service made was observed")
 }
+
+// An anomaly that happened under a fault says the run tested what the
+// fault aims at: the verdict never adds that no fault landed, whatever its
+// landing says (a fault an older lockcheck called missed when the end of
+// the run cut it short).
+func TestAnAnomalyUnderAFaultIsNoMiss(t *testing.T) {
+	b := newBuilder("unfenced")
+	b.Config.Nemesis = []string{"partition-minority"}
+	b.Add(10, history.Nemesis, history.Info, history.NemPartition, &history.Value{Target: "redis-0", Step: history.Int(1)})
+	b.Acquire(0, 20, 21, -1).Acquire(1, 30, 31, -1).Release(0, 40, 41).Release(1, 50, 51)
+	b.Add(90, history.Nemesis, history.Info, history.NemHeal, &history.Value{Target: "redis-0", Step: history.Int(1)})
+	b.Add(91, history.Nemesis, history.Info, history.NemLanding, &history.Value{Step: history.Int(1), Fault: "partition-minority", Landed: history.Bool(false),
+		Detail: "redis-0 with c1 was cut off 18.97s of the 20s asked: the run ended first"})
+	r := check(t, b)
+	assert.Equal(t, Invalid, r.Valid)
+	assert.Equal(t, 1, r.Checks.LeaseSafety.Violations)
+	assert.NotContains(t, r.Reason, "No fault landed")
+	assert.Equal(t, 0, r.FaultLanding.Landed, "the landing is as recorded")
+}

@@ -69,9 +69,10 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		// Before anything else: it explains the rest.
 		out = append([]string{unansweredReason(&f.quiet, f.span.Start)}, out...)
 	}
-	if noFaultLanded(r.FaultLanding) {
+	if noFaultLanded(r.FaultLanding) && !anomalyUnderFault(r, hd.Config.Guarded()) {
 		// Holds for a hand-written history that records its nemesis's
-		// landings too.
+		// landings too. An anomaly under a fault says the run tested
+		// what its faults aim at, whatever their landings say.
 		if unanswered && r.FaultLanding.Injected > 0 {
 			out = append(out, fmt.Sprintf("No fault landed, which the unanswered acquires explain: a lock that is hardly ever granted gives no fault its moment (the first missed: %s).", r.FaultLanding.Missed))
 		} else {

@@ -375,3 +375,19 @@ func TestWindowsCoverThePlan(t *testing.T) {
 	assert.NotNil(t, empty)
 	assert.Empty(t, empty)
 }
+
+// A pause the end of the run cut short after it had lasted a lease created
+// its moment: it landed, and says it was cut short.
+func TestAPauseCutShortAfterALeaseLands(t *testing.T) {
+	nodes := newNodes(1, 0)
+	rec := &recorder{}
+	env := baseEnv(&fakeTargets{nodes: []Target{nodes[0]}}, rec)
+	env.TTL, env.Pause = 100*time.Millisecond, 5*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	l, err := PauseNode(ctx, &env)
+	require.NoError(t, err)
+	assert.True(t, l.Landed, l.Why)
+	assert.Regexp(t, `^redis-0 was stopped, cut short by the end of the run after \S+ of 5s$`, l.Why)
+	assert.Equal(t, []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT}, nodes[0].got(), "the node is continued whatever happens")
+}

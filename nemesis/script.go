@@ -150,7 +150,7 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 			sleepCtx(ctx, a.For)
 			held := time.Since(stopped)
 			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
-			l := heldFor(t, held, a.For)
+			l := heldFor(env, t, held, a.For)
 			if !l.Landed && ctx.Err() != nil {
 				// A script's pause is an exact timeline: stopped until the
 				// run ended is as stopped as the run allowed.
