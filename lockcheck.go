@@ -15,6 +15,15 @@
 //
 //	go run . run --nemesis pause-holder   # your backend is the default
 //
+// Your Backend says two things of your lock that a run holds it to. Each
+// Grant carries the lease the service promises (Grant.TTL), unless the
+// lock holds a grant until it is released (a session lock:
+// Backend.LeasesUntilRelease); a run stops at the first Grant with no TTL
+// from a lock that does not say so. And Backend.Fences says that Acquire
+// hands out a fence (Grant.Fence): a fenced run takes its fences from the
+// lock unless told --fence-source resource, and is refused before it
+// starts for a lock that hands out none.
+//
 // Clients run as worker processes that are your executable started again,
 // so a pause of the holder stops your code where it stands. Register must
 // therefore run on every start of the program (in main before Main, or in
