@@ -594,37 +594,31 @@ func orphanReason(f *facts, o orphanFound) string {
 	return s
 }
 
+// claimStories tell how a claim ended, from its process and the moment.
+var claimStories = map[claimEnding]string{
+	endedAcquireKilled:   "%s was killed at %s while its acquire was in flight",
+	endedAcquireUnknown:  "%s's acquire got no answer at %s (its outcome is unknown)",
+	endedByRelease:       "the last to hold it, %s, released it at %s",
+	endedByEmptyRelease:  "the last to hold it, %s, released it at %s and the service answered that it held nothing to release (accepted: false)",
+	endedByFailedRelease: "the last to hold it, %s, could not release it at %s",
+	endedByKill:          "the last to hold it, %s, was killed at %s",
+	endedByRetirement:    "the last to hold it, %s, gave up at %s (an operation with an unknown outcome)",
+	endedBySession:       "the last to hold it, %s, lost its session at %s",
+}
+
 // claimStory tells how the claim before an orphaned stretch ended.
 func claimStory(f *facts, by claimBy, at func(int64) string) string {
 	who := by.process.String()
-	var s string
-	switch by.end.how {
-	case endedAcquireKilled:
-		s = fmt.Sprintf("%s was killed at %s while its acquire was in flight", who, at(by.end.event))
-		if fp := failpointKill(f, who, by.end.event); fp != "" {
-			words, known := failpointWords[fp]
-			if known {
-				s = fmt.Sprintf("%s was killed %s at %s, before its acquire returned: %s", who, words.where, at(by.end.event), words.leaves)
-			} else {
-				s = fmt.Sprintf("%s was killed at failpoint %s at %s, before its acquire returned", who, fp, at(by.end.event))
-			}
+	s := "the last to hold it was " + who
+	if story, ok := claimStories[by.end.how]; ok {
+		s = fmt.Sprintf(story, who, at(by.end.event))
+	}
+	if fp := failpointKill(f, who, by.end.event); by.end.how == endedAcquireKilled && fp != "" {
+		if words, known := failpointWords[fp]; known {
+			s = fmt.Sprintf("%s was killed %s at %s, before its acquire returned: %s", who, words.where, at(by.end.event), words.leaves)
+		} else {
+			s = fmt.Sprintf("%s was killed at failpoint %s at %s, before its acquire returned", who, fp, at(by.end.event))
 		}
-	case endedAcquireUnknown:
-		s = fmt.Sprintf("%s's acquire got no answer at %s (its outcome is unknown)", who, at(by.end.event))
-	case endedByRelease:
-		s = fmt.Sprintf("the last to hold it, %s, released it at %s", who, at(by.end.event))
-	case endedByEmptyRelease:
-		s = fmt.Sprintf("the last to hold it, %s, released it at %s and the service answered that it held nothing to release (accepted: false)", who, at(by.end.event))
-	case endedByFailedRelease:
-		s = fmt.Sprintf("the last to hold it, %s, could not release it at %s", who, at(by.end.event))
-	case endedByKill:
-		s = fmt.Sprintf("the last to hold it, %s, was killed at %s", who, at(by.end.event))
-	case endedByRetirement:
-		s = fmt.Sprintf("the last to hold it, %s, gave up at %s (an operation with an unknown outcome)", who, at(by.end.event))
-	case endedBySession:
-		s = fmt.Sprintf("the last to hold it, %s, lost its session at %s", who, at(by.end.event))
-	default:
-		s = fmt.Sprintf("the last to hold it was %s", who)
 	}
 	switch {
 	case by.ttl <= 0 || by.end.at == by.end.event || by.end.at == never:

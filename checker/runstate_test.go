@@ -98,11 +98,7 @@ func TestRunOutcomeMakesTheVerdictUnknown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := tt.b()
-			b.Config.Nemesis = tt.nemesis
-			h := b.Build(t)
-			h.Header.Started = "2026-11-30T05:00:00Z" // recorded by lockcheck run
-			r := Check(h, nil, Options{})
+			r := checkRun(t, tt.b(), tt.nemesis)
 			assert.Equal(t, tt.verdict, r.Valid, r.Reason)
 			assert.Equal(t, tt.interrupted, r.Interrupted)
 			assert.Equal(t, tt.incomplete, r.Incomplete)
@@ -114,6 +110,16 @@ func TestRunOutcomeMakesTheVerdictUnknown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkRun checks b as a run's record (its header names when it started),
+// asked for the faults nemesis.
+func checkRun(t *testing.T, b *builder, nemesis []string) *Result {
+	t.Helper()
+	b.Config.Nemesis = nemesis
+	h := b.Build(t)
+	h.Header.Started = "2026-11-30T05:00:00Z" // recorded by lockcheck run
+	return Check(h, nil, Options{})
 }
 
 // TestHandWrittenHistoryIsNotARun: a history with no start time (written
@@ -222,11 +228,7 @@ func TestMostlyUnansweredOrNoWriteAccepted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := tt.b()
-			b.Config.Nemesis = tt.nemesis
-			h := b.Build(t)
-			h.Header.Started = "2026-11-30T05:00:00Z" // recorded by lockcheck run
-			r := Check(h, nil, Options{})
+			r := checkRun(t, tt.b(), tt.nemesis)
 			assert.Equal(t, tt.verdict, r.Valid, r.Reason)
 			if tt.verdict == Valid {
 				assert.Empty(t, r.UnknownReasons)

@@ -144,24 +144,38 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// fencedLeases is leases handing out a fence, the lease's number, with
-// each grant.
-type fencedLeases struct{ *leases }
-
-func (s fencedLeases) open(c lockcheck.Config) (lockcheck.Lock, error) {
-	l, _ := s.leases.open(c)
-	return fencedClient{l.(*leaseClient)}, nil
+// changed is leases whose clients acquire through acquire, which calls the
+// plain lease client l: a lock that hands out fences, one with no TTL, one
+// that fails.
+type changed struct {
+	*leases
+	acquire func(l *leaseClient, ctx context.Context, key string) (lockcheck.Grant, error)
 }
 
-type fencedClient struct{ *leaseClient }
+func (c changed) open(cfg lockcheck.Config) (lockcheck.Lock, error) {
+	l, _ := c.leases.open(cfg)
+	return changedClient{l.(*leaseClient), c.acquire}, nil
+}
 
-func (l fencedClient) Acquire(ctx context.Context, key string) (lockcheck.Grant, error) {
-	g, err := l.leaseClient.Acquire(ctx, key)
-	if err == nil {
-		fence, _ := strconv.ParseInt(g.Token, 10, 64)
-		g.Fence = &fence
-	}
-	return g, err
+type changedClient struct {
+	*leaseClient
+	acquire func(l *leaseClient, ctx context.Context, key string) (lockcheck.Grant, error)
+}
+
+func (c changedClient) Acquire(ctx context.Context, key string) (lockcheck.Grant, error) {
+	return c.acquire(c.leaseClient, ctx, key)
+}
+
+// fenced hands out the lease's number as its fence.
+func fenced() changed {
+	return changed{newLeases(), func(l *leaseClient, ctx context.Context, key string) (lockcheck.Grant, error) {
+		g, err := l.Acquire(ctx, key)
+		if err == nil {
+			fence, _ := strconv.ParseInt(g.Token, 10, 64)
+			g.Fence = &fence
+		}
+		return g, err
+	}}
 }
 
 // runFatal runs Run in a goroutine of its own, as Fatal ends it, and
@@ -192,7 +206,7 @@ func TestRunFencedNeedsFences(t *testing.T) {
 		opts locktest.Options
 	}{
 		{"resource fences", newLeases().open, locktest.Options{InProcess: true, Workload: "fenced", FenceSource: "resource", TimeLimit: 2 * time.Second}},
-		{"the lock's fences", fencedLeases{newLeases()}.open, locktest.Options{InProcess: true, Workload: "fenced", Fences: true, TimeLimit: 2 * time.Second}},
+		{"the lock's fences", fenced().open, locktest.Options{InProcess: true, Workload: "fenced", Fences: true, TimeLimit: 2 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := locktest.Run(t, tc.open, tc.opts)
@@ -203,33 +217,26 @@ func TestRunFencedNeedsFences(t *testing.T) {
 
 // noLease grants with no TTL: a lock held until it is released, when it
 // says so.
-type noLease struct{ *leases }
-
-func (s noLease) open(c lockcheck.Config) (lockcheck.Lock, error) {
-	l, _ := s.leases.open(c)
-	return noLeaseClient{l.(*leaseClient)}, nil
-}
-
-type noLeaseClient struct{ *leaseClient }
-
-func (l noLeaseClient) Acquire(ctx context.Context, key string) (lockcheck.Grant, error) {
-	l.cfg.TTL = time.Hour // held until released
-	g, err := l.leaseClient.Acquire(ctx, key)
-	g.TTL = 0
-	return g, err
+func noLease() changed {
+	return changed{newLeases(), func(l *leaseClient, ctx context.Context, key string) (lockcheck.Grant, error) {
+		l.cfg.TTL = time.Hour // held until released
+		g, err := l.Acquire(ctx, key)
+		g.TTL = 0
+		return g, err
+	}}
 }
 
 // A grant with no lease stops the run at the first one, naming Grant.TTL,
 // unless the lock declares that it holds a grant until it is released:
 // then its clients write.
 func TestRunGrantWithoutLease(t *testing.T) {
-	fatals := runFatal(t, noLease{newLeases()}.open, locktest.Options{InProcess: true})
+	fatals := runFatal(t, noLease().open, locktest.Options{InProcess: true})
 	require.Len(t, fatals, 1)
 	assert.Contains(t, fatals[0], "the lock granted lock-0 with no lease: Grant.TTL is 0s")
 	assert.Contains(t, fatals[0], "lockcheck.Backend.LeasesUntilRelease")
 
 	t.Run("held until released", func(t *testing.T) {
-		res := locktest.Run(t, noLease{newLeases()}.open, locktest.Options{InProcess: true, LeasesUntilRelease: true, TimeLimit: 2 * time.Second})
+		res := locktest.Run(t, noLease().open, locktest.Options{InProcess: true, LeasesUntilRelease: true, TimeLimit: 2 * time.Second})
 		assert.Equal(t, "true", res.Verdict, res.Reason)
 		got, err := results.ReadResults(res.Dir)
 		require.NoError(t, err)
@@ -237,37 +244,26 @@ func TestRunGrantWithoutLease(t *testing.T) {
 	})
 }
 
-// flaky fails 99 acquires of 100 with an error that leaves the outcome
-// unknown, as a client whose every statement a pooler refuses.
-type flaky struct {
-	*leases
-	n atomic.Int64
-}
-
-func (s *flaky) open(c lockcheck.Config) (lockcheck.Lock, error) {
-	l, _ := s.leases.open(c)
-	return flakyClient{l.(*leaseClient), s}, nil
-}
-
-type flakyClient struct {
-	*leaseClient
-	s *flaky
-}
-
+// flakyError is what a client whose every statement a pooler refuses sees.
 const flakyError = `ERROR: prepared statement "stmtcache_5c8e2a1f" already exists (SQLSTATE 42P05)`
 
-func (l flakyClient) Acquire(ctx context.Context, key string) (lockcheck.Grant, error) {
-	if l.s.n.Add(1)%100 != 0 {
-		return lockcheck.Grant{}, errors.New(flakyError)
-	}
-	return l.leaseClient.Acquire(ctx, key)
+// flaky fails 99 acquires of 100 with an error that leaves the outcome
+// unknown.
+func flaky() changed {
+	var n atomic.Int64
+	return changed{newLeases(), func(l *leaseClient, ctx context.Context, key string) (lockcheck.Grant, error) {
+		if n.Add(1)%100 != 0 {
+			return lockcheck.Grant{}, errors.New(flakyError)
+		}
+		return l.Acquire(ctx, key)
+	}}
 }
 
 // A lock whose acquires fail 99 times in 100 tested almost nothing: the
 // verdict is unknown, and its reason names the error first.
 func TestRunMostlyFailingLockIsUnknown(t *testing.T) {
 	v := &verdictOnly{TB: t}
-	res := locktest.Run(v, (&flaky{leases: newLeases()}).open, locktest.Options{InProcess: true, TimeLimit: 2 * time.Second})
+	res := locktest.Run(v, flaky().open, locktest.Options{InProcess: true, TimeLimit: 2 * time.Second})
 	assert.Equal(t, "unknown", res.Verdict, res.Reason)
 	assert.True(t, strings.HasPrefix(res.Reason, "Most acquires got no answer, so the run tested almost nothing: "), res.Reason)
 	assert.Contains(t, res.Reason, "most often (")
