@@ -19,8 +19,8 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/redis"
-	"github.com/lockcheck/lockcheck/harness/procstate"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
