@@ -32,21 +32,27 @@ import (
 
 // Config is one run.
 type Config struct {
-	Run      history.RunConfig // what the history header records
-	Out      string            // the store the run directory goes under
+	// Run is what the run is (backend, workload, faults, seed, clients,
+	// params, ...), as its history header records it. Its durations are
+	// not set here: the header's are derived from the ones below (record).
+	Run      history.RunConfig
+	Out      string // the store the run directory goes under
 	Programs catalog.Programs
-	// Extra carries backend-specific client settings.
-	Extra map[string]string
 	// Addrs, if set, are the client addresses of a lock service that is
 	// already running: the run starts no nodes, and only faults that need
 	// none can run. KeyPrefix then starts every lock key, and the keys are
 	// deleted at the end where the backend can (a backends.Cleaner).
 	Addrs     []string
 	KeyPrefix string
-	TTL       time.Duration
-	Limit     time.Duration
-	Pause     time.Duration
-	Interval  time.Duration // between nemesis steps
+	// TTL is the lease the clients ask for (--ttl). Lease is the one the
+	// backend really grants for it (catalog.Backend.GrantedLease: etcd
+	// rounds it up, ZooKeeper clamps it to its ticks), which everything
+	// that waits out or judges against a lease uses; zero is the
+	// backend's, which Run asks the catalog for.
+	TTL, Lease time.Duration
+	Limit      time.Duration
+	Pause      time.Duration
+	Interval   time.Duration // between nemesis steps
 	// Script, if set, replaces the seeded fault schedule with an exact
 	// timeline (a scenario).
 	Script []nemesis.Action
@@ -174,6 +180,9 @@ func checkTimings(cfg Config) error {
 			return fmt.Errorf("the %s must be positive, not %s", d.name, d.v)
 		}
 	}
+	if cfg.Lease < 0 {
+		return fmt.Errorf("the lease the backend grants must be positive, or zero for the backend's own, not %s", cfg.Lease)
+	}
 	if cfg.Pause < 0 || (cfg.Script == nil && len(cfg.Run.Nemesis) > 0 && cfg.Interval <= 0) {
 		return fmt.Errorf("the pause (%s) and the time between faults (%s) must be positive", cfg.Pause, cfg.Interval)
 	}
@@ -206,6 +215,9 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	backend, err := Preflight(cfg)
 	if err != nil {
 		return out, err
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = backend.GrantedLease(cfg.TTL, cfg.Run.Params)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -364,7 +376,7 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	// Checked by Preflight; an error here leaves the defaults.
 	settings, _ := nemesis.ParseSettings(cfg.Run.Params)
 	env := nemesis.Env{
-		Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
+		Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.Lease, OpTimeout: cfg.OpTimeout,
 		Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
 	}
 	if f.links != nil {
@@ -460,6 +472,21 @@ func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
 	return out, nil
 }
 
+// record is what a history header of the run records, its time limit
+// limit (a segment's, in a segmented run): Config.Run, with the durations
+// derived from the typed ones, here and nowhere else.
+func (cfg Config) record(limit time.Duration) history.RunConfig {
+	run := cfg.Run
+	run.TTLms, run.LeaseMs = cfg.TTL.Milliseconds(), cfg.Lease.Milliseconds()
+	run.TimeLimitMs, run.PauseMs = limit.Milliseconds(), cfg.Pause.Milliseconds()
+	run.NemesisEveryMs = 0
+	if cfg.Script == nil {
+		// A scenario's timeline has no interval between faults.
+		run.NemesisEveryMs = cfg.Interval.Milliseconds()
+	}
+	return run
+}
+
 // createHistory creates the history of the run directory dir, its
 // header recording a time limit of limit and, for a later segment of a
 // segmented run, what it carries over (head).
@@ -468,10 +495,8 @@ func createHistory(cfg Config, dir string, limit time.Duration, head *history.Se
 	if err != nil {
 		return nil, err
 	}
-	run := cfg.Run
-	run.TimeLimitMs = limit.Milliseconds()
 	h, err := history.NewWriter(histLog, history.Header{
-		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: run, Head: head,
+		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: cfg.record(limit), Head: head,
 	})
 	if err != nil {
 		histLog.Close()

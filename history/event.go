@@ -221,6 +221,7 @@ type RunConfig struct {
 	TimeLimitMs    int64             `json:"time_limit_ms"`
 	PauseMs        int64             `json:"pause_ms,omitempty"`
 	NemesisEveryMs int64             `json:"nemesis_interval_ms,omitempty"`
+	LeaseMs        int64             `json:"lease_ms,omitempty"` // the lease the backend really grants for TTLms
 	Think          string            `json:"think,omitempty"`
 	CommandLine    []string          `json:"command_line,omitempty"`
 	Versions       map[string]string `json:"versions,omitempty"`
