@@ -186,6 +186,31 @@ func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
 	return nil
 }
 
+// prepare checks cfg (Preflight) and fills in what it leaves to Run: the
+// lease the backend grants, the worker executable, the logger and how the
+// logs are created.
+func prepare(cfg Config) (Config, catalog.Backend, error) {
+	backend, err := Preflight(cfg)
+	if err != nil {
+		return cfg, backend, err
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = backend.GrantedLease(cfg.TTL, cfg.Run.Params)
+	}
+	if cfg.Executable == "" {
+		if cfg.Executable, err = os.Executable(); err != nil {
+			return cfg, backend, err
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.createLog == nil {
+		cfg.createLog = createFile
+	}
+	return cfg, backend, nil
+}
+
 // record is what a history header of the run records, its time limit
 // limit (a segment's, in a segmented run): Config.Run, with the durations
 // derived from the typed ones, here and nowhere else.
@@ -200,3 +225,17 @@ func (cfg Config) record(limit time.Duration) history.RunConfig {
 	}
 	return run
 }
+
+// segmentLimit is the time limit of segment n (from 1): Config.Segment,
+// the last one shorter when Limit is not a multiple of it; Limit for a run
+// in one piece.
+func (cfg Config) segmentLimit(n int) time.Duration {
+	if cfg.Segment <= 0 {
+		return cfg.Limit
+	}
+	return min(cfg.Segment, cfg.Limit-time.Duration(n-1)*cfg.Segment)
+}
+
+// grace bounds how long a client may take to finish its cycle when asked
+// to stop or to wait at a boundary.
+func (cfg Config) grace() time.Duration { return cfg.Pause + 3*cfg.OpTimeout + 2*time.Second }
