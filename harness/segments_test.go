@@ -98,6 +98,12 @@ func assertSegmentsGoOn(t *testing.T, cfg Config, want int) {
 					highestFence = history.Int64(*e.Value.Fence)
 				}
 			}
+			if lastValue == nil && e.F == history.FRead && e.Type == history.OK && e.Value.Value != nil {
+				// Before any write lands, the resource's value is the
+				// one a read found (a segment whose grants were all
+				// killed before their writes has no other).
+				lastValue = history.Int64(*e.Value.Value)
+			}
 			if e.F == history.NemRunEnd {
 				ends++
 				if n < len(segments) {
