@@ -47,10 +47,11 @@ type Config struct {
 	// Segment, if positive, rotates the run's history into segments of
 	// this length while its clients go on (a soak; Limit is the whole
 	// run's). At each boundary the segment's faults heal, every client
-	// finishes its cycle and waits before its next acquire, the TTL is
-	// waited out so that no lease outlives the segment, and the segment's
-	// run directory is closed; the next one's history header carries what
-	// the segment leaves (history.SegmentHead), and the clients go on.
+	// finishes its cycle and waits before its next acquire, the lease the
+	// backend grants is waited out so that no lease outlives the segment,
+	// and the segment's run directory is closed; the next one's history
+	// header carries what the segment leaves (history.SegmentHead), and
+	// the clients go on.
 	// The fault schedule is cut at the boundaries (nemesis.Window).
 	Segment time.Duration
 	// SegmentDone, if set, is called with each segment's number (from 1)

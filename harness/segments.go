@@ -19,10 +19,10 @@ import (
 // nextSegment ends segment n at a point where nothing crosses into the
 // next (Config.Segment): every client finishes its cycle and waits before
 // its next acquire (within grace, or is killed and replaced), the leases
-// they held run out (the TTL is waited out), the clocks are put back, the
-// lock keys are inspected, and the next segment's run directory, history
-// (its header carrying what the segment leaves, history.SegmentHead) and
-// resource log are created. Only then does the segment's history end and
+// they held run out (the granted lease is waited out), the clocks are put
+// back, the lock keys are inspected, and the next segment's run
+// directory, history (its header carrying what the segment leaves,
+// history.SegmentHead) and resource log are created. Only then does the segment's history end and
 // the recording move to the new files. It returns the new run directory
 // and what lets the waiting clients go on, which its caller calls once it
 // has handed the closed segment on. On an error (ctx ended, or a file
@@ -35,12 +35,15 @@ func (r *run) nextSegment(ctx context.Context, n int) (string, func(), error) {
 		return "", nil, err
 	}
 	// A lease a client still held when it stopped (a release that failed
-	// or timed out) ends within its TTL of the client's last acquire or
-	// extend, which came before it stopped.
+	// or timed out, a client killed in its release) ends within the lease
+	// the backend granted of its last renewal, which came before the
+	// client parked or died: its last acquire or extend, or a session's
+	// keepalive. The granted lease, not the TTL asked for: etcd grants 1s
+	// for 500ms.
 	select {
 	case <-ctx.Done():
 		return "", nil, ctx.Err()
-	case <-time.After(r.cfg.TTL + r.cfg.TTL/10 + 10*time.Millisecond):
+	case <-time.After(r.cfg.Lease + r.cfg.Lease/10 + 10*time.Millisecond):
 	}
 	resetClocks(r.top.servers)
 	r.inspect()
