@@ -230,9 +230,7 @@ func (opts Options) config(name, out string, open Open) (harness.Config, *scenar
 	cfg := harness.Config{
 		Run: history.RunConfig{
 			Backend: name, Variant: defaultVariant, Workload: workloads.Unfenced, FenceSource: workloads.FenceFromLock,
-			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: 1,
-			TTLms: ttl.Milliseconds(), TimeLimitMs: limit.Milliseconds(), PauseMs: pause.Milliseconds(),
-			NemesisEveryMs: (pause + time.Second).Milliseconds(), Think: "20ms",
+			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: 1, Think: "20ms",
 			CommandLine: []string{"go", "test", "-run", runPattern(name)}, Params: map[string]string{},
 		},
 		Out: out, TTL: ttl, Limit: limit, Pause: pause, Interval: pause + time.Second,

@@ -95,6 +95,20 @@ type Backend struct {
 	// environment says so (a node that is lockcheck itself, such as an etcd
 	// member) and reports whether it did; it does not return if it did.
 	RunNode func() bool
+	// Lease, if set, is the lease the backend really grants when a client
+	// asks for ttl, under the run's params, for a backend that rounds or
+	// clamps it; see GrantedLease.
+	Lease func(ttl time.Duration, params map[string]string) time.Duration
+}
+
+// GrantedLease is the lease b really grants for ttl under params: what a
+// run waits out and judges its faults against, and what the default
+// --pause outlasts. A backend without Lease grants ttl.
+func (b Backend) GrantedLease(ttl time.Duration, params map[string]string) time.Duration {
+	if b.Lease == nil {
+		return ttl
+	}
+	return b.Lease(ttl, params)
 }
 
 // Flags are a backend's own flags of run and compare.
@@ -111,10 +125,6 @@ type Settings struct {
 	Backend string
 	Faults  []string
 	TTL     time.Duration
-	// Lease is the lease the backend really grants for TTL; a backend that
-	// rounds or clamps the TTL raises it, and the default --pause outlasts
-	// it.
-	Lease time.Duration
 	// Params are the run's parameters, which its history records; flags add
 	// theirs.
 	Params map[string]string
