@@ -30,22 +30,23 @@ func lockKeys(cfg Config) []string {
 // clean deletes what the run left on a service it did not start, where the
 // backend's client can (a backends.Cleaner); otherwise it says what may be
 // left.
-func (f *fleet) clean(spec catalog.Spec) {
-	lock, err := catalog.Open(spec, nil)
+func (r *run) clean() {
+	lock, err := catalog.Open(r.spec, nil)
 	if err != nil {
-		f.log.Warn("cleaning the run's keys", "err", err)
+		r.log.Warn("cleaning the run's keys", "err", err)
 		return
 	}
 	defer lock.Close()
+	keys := lockKeys(r.cfg)
 	c, ok := lock.(backends.Cleaner)
 	if !ok {
-		f.log.Warn("the backend cannot delete its keys: they expire with their TTL", "keys", strings.Join(f.base.Keys, ","))
+		r.log.Warn("the backend cannot delete its keys: they expire with their TTL", "keys", strings.Join(keys, ","))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.OpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
 	defer cancel()
-	if err := c.Clean(ctx, f.base.Keys); err != nil {
-		f.log.Warn("cleaning the run's keys", "err", err)
+	if err := c.Clean(ctx, keys); err != nil {
+		r.log.Warn("cleaning the run's keys", "err", err)
 	}
 }
 

@@ -69,19 +69,19 @@ type serviceTargets struct {
 
 func (s serviceTargets) Service() any { return s.service }
 
-// recorder keeps the nemesis events a fault records.
-type recorder struct {
+// faultEvents keeps the nemesis events a fault records.
+type faultEvents struct {
 	mu     sync.Mutex
 	events []string
 }
 
-func (r *recorder) record(f string, v history.Value) {
+func (r *faultEvents) record(f string, v history.Value) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, f+" "+v.Target)
 }
 
-func (r *recorder) list() []string {
+func (r *faultEvents) list() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.events...)
@@ -111,7 +111,7 @@ func TestPauseLeaderElectsANewLeader(t *testing.T) {
 	old, err := c.service.Leader(ctx)
 	require.NoError(t, err)
 
-	rec := &recorder{}
+	rec := &faultEvents{}
 	env := &nemesis.Env{
 		Targets:  serviceTargets{nodeTargets{c.nodes}, c.service},
 		Record:   rec.record,
@@ -148,7 +148,7 @@ func TestKillRestartKeepsAMembersData(t *testing.T) {
 	_, err := c.client(t, names...).Put(ctx, "lockcheck/probe", "before the kill")
 	require.NoError(t, err)
 
-	rec := &recorder{}
+	rec := &faultEvents{}
 	env := &nemesis.Env{
 		Targets:  serviceTargets{nodeTargets{c.nodes}, c.service},
 		Record:   rec.record,

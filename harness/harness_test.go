@@ -19,8 +19,8 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/redis"
-	"github.com/lockcheck/lockcheck/harness/procstate"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -134,11 +134,27 @@ func testConfig(t *testing.T, variant, workload string, faults []string, limit t
 	return Config{
 		Run: history.RunConfig{
 			Backend: "redis", Variant: variant, Workload: workload, FenceSource: "lock",
-			Nemesis: faults, Seed: 1, Clients: 4, Keys: 1, TTLms: ttl.Milliseconds(), TimeLimitMs: limit.Milliseconds(),
+			Nemesis: faults, Seed: 1, Clients: 4, Keys: 1,
 		},
 		Out: t.TempDir(), TTL: ttl, Limit: limit, Pause: 2 * ttl, Interval: 2 * ttl,
 		Think: "10ms-30ms", Retry: 10 * time.Millisecond, OpTimeout: time.Second,
 	}
+}
+
+// A history header's durations are derived from the typed ones, the lease
+// the backend grants beside the TTL asked for; a scenario's timeline has no
+// interval between faults.
+func TestRecordDerivesTheHeaderDurations(t *testing.T) {
+	cfg := Config{
+		Run: history.RunConfig{Backend: "etcd", Seed: 7}, TTL: 500 * time.Millisecond, Lease: time.Second,
+		Limit: time.Hour, Pause: 2 * time.Second, Interval: 3 * time.Second,
+	}
+	got := cfg.record(10 * time.Minute)
+	assert.Equal(t, history.RunConfig{
+		Backend: "etcd", Seed: 7, TTLms: 500, LeaseMs: 1000, TimeLimitMs: 600_000, PauseMs: 2000, NemesisEveryMs: 3000,
+	}, got)
+	cfg.Script = []nemesis.Action{}
+	assert.Zero(t, cfg.record(time.Minute).NemesisEveryMs)
 }
 
 // A run cancelled (Ctrl-C) while a client is stopped still heals and tears

@@ -137,12 +137,15 @@ type links interface {
 	source(slot int) (string, error)
 }
 
-// Shape implements nemesis.Network on the run's links.
-func (f *fleet) Shape(as, bs []nemesis.Target, rule nemesis.LinkRule) error {
+// linkNetwork is the nemesis's view of the run's links.
+type linkNetwork struct{ links links }
+
+// Shape implements nemesis.Network.
+func (n linkNetwork) Shape(as, bs []nemesis.Target, rule nemesis.LinkRule) error {
 	var err error
 	for _, a := range as {
 		for _, b := range bs {
-			err = errors.Join(err, f.links.shape(linkName(a), linkName(b), rule))
+			err = errors.Join(err, n.links.shape(linkName(a), linkName(b), rule))
 		}
 	}
 	return err

@@ -193,19 +193,6 @@ func (n *node) start(ctx context.Context) error {
 	}
 }
 
-// exited reports whether the node's current process has ended.
-func (n *node) exited() bool {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	select {
-	case <-done:
-		return true
-	default:
-		return false
-	}
-}
-
 // Stop kills the node and waits for it to exit.
 func (n *node) Stop() {
 	n.mu.Lock()

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lockcheck/lockcheck/harness/procstate"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 )
 
 // procs owns every child process of a run. Each child runs in its own

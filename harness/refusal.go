@@ -42,7 +42,7 @@ func (f *fleet) refuse(err error) {
 	if f.refusal != nil {
 		return
 	}
-	f.refusal = &Refused{Err: err, Dir: f.dir}
+	f.refusal = &Refused{Err: err, Dir: f.rec.currentDir()}
 	close(f.refused)
 }
 

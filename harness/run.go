@@ -7,18 +7,12 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
@@ -30,484 +24,213 @@ import (
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
-// Config is one run.
-type Config struct {
-	Run      history.RunConfig // what the history header records
-	Out      string            // the store the run directory goes under
-	Programs catalog.Programs
-	// Extra carries backend-specific client settings.
-	Extra map[string]string
-	// Addrs, if set, are the client addresses of a lock service that is
-	// already running: the run starts no nodes, and only faults that need
-	// none can run. KeyPrefix then starts every lock key, and the keys are
-	// deleted at the end where the backend can (a backends.Cleaner).
-	Addrs     []string
-	KeyPrefix string
-	TTL       time.Duration
-	Limit     time.Duration
-	Pause     time.Duration
-	Interval  time.Duration // between nemesis steps
-	// Script, if set, replaces the seeded fault schedule with an exact
-	// timeline (a scenario).
-	Script []nemesis.Action
-	// Steps, if not nil, is the fault schedule instead of the one drawn
-	// from Run.Seed (a soak draws one for its whole duration; a segmented
-	// run cuts it at the boundaries, nemesis.Window).
-	Steps []nemesis.Step
-	// Segment, if positive, rotates the run's history into segments of
-	// this length while its clients go on (a soak; Limit is the whole
-	// run's). At each boundary the segment's faults heal, every client
-	// finishes its cycle and waits before its next acquire, the TTL is
-	// waited out so that no lease outlives the segment, and the segment's
-	// run directory is closed; the next one's history header carries what
-	// the segment leaves (history.SegmentHead), and the clients go on.
-	// The fault schedule is cut at the boundaries (nemesis.Window).
-	Segment time.Duration
-	// SegmentDone, if set, is called with each segment's number (from 1)
-	// and run directory once its history and resource log are closed,
-	// the last one's included, before Run returns. It runs on the run's
-	// goroutine: it must hand long work on.
-	SegmentDone func(n int, dir string)
-	// LogDir, if set, is where the nodes' logs (nodes/) and the workers'
-	// (logs/) go instead of the run directory: a segmented run's segment
-	// directories are handed on as they close, its processes are not.
-	LogDir string
-	Think  string
-	Retry  time.Duration
-	// OpTimeout bounds each operation of a client.
-	OpTimeout time.Duration
-	// Executable is the lockcheck binary started as workers; os.Executable
-	// by default.
-	Executable string
-	// WorkerEnv is extra environment of every worker process (a test
-	// binary's workers learn from it which test started them).
-	WorkerEnv []string
-	// InProcess runs the clients as goroutines of this process instead of
-	// worker processes. A SIGSTOP cannot stop a goroutine: a pause of such
-	// a client is a stall at the next failpoint it reaches (right away for
-	// a client already held at one), and it cannot be killed. For tests
-	// that trade the real fault for speed (package locktest).
-	InProcess bool
-	Logger    *slog.Logger
-	// OnProgress, if set, is called about once a second.
-	OnProgress func(Progress)
-	// Stop, if set, ends the workload when it is closed, as the time
-	// limit does: clients stop, faults heal, the run is not interrupted
-	// (--stop-on-anomaly).
-	Stop <-chan struct{}
-
-	// createLog creates the history and the resource log; nil creates the
-	// file. Tests give a writer that fails as a full disk does.
-	createLog func(path string) (io.WriteCloser, error)
-}
-
-// Progress is a live view of a run.
-type Progress struct {
-	// Dir is the run directory, whose history is being written.
-	Dir string
-	// Segment is the number of the segment being recorded, from 1, in a
-	// segmented run (Config.Segment); 0 otherwise. Elapsed, Limit,
-	// Grants and Faults are then the segment's.
-	Segment        int
-	Elapsed, Limit time.Duration
-	Grants         int64
-	Faults         int64
-}
-
-// Outcome is what a run left behind.
-type Outcome struct {
-	Dir         string
-	Interrupted bool
-	// StepsNotRun are the indices of a script's steps that never ran
-	// because the run ended first.
-	StepsNotRun []int
-	// RecordingFailed is the first write of the history or the resource
-	// log that failed (a full disk); it stopped the run, which is then
-	// also Interrupted.
-	RecordingFailed error
-}
-
-// createFile creates a log of the run directory; it must not exist yet.
-func createFile(path string) (io.WriteCloser, error) {
-	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-}
-
-// Preflight checks what can be checked before anything starts: the backend,
-// the variant, the workload, the faults and the server programs.
-func Preflight(cfg Config) (catalog.Backend, error) {
-	b, _, err := catalog.Lookup(cfg.Run.Backend, cfg.Run.Variant)
-	if err != nil {
-		return b, err
-	}
-	if cfg.Run.Workload != workloads.Fenced && cfg.Run.Workload != workloads.Unfenced {
-		return b, fmt.Errorf("unknown workload %q (choose fenced or unfenced)", cfg.Run.Workload)
-	}
-	if _, err := workloads.ParseRange(cfg.Think); err != nil {
-		return b, fmt.Errorf("--think: %w", err)
-	}
-	if err := CheckFaults(cfg, b); err != nil {
-		return b, err
-	}
-	if err := checkFenceSource(cfg, b); err != nil {
-		return b, err
-	}
-	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
-		return b, errors.New("--clients and --keys must be at least 1")
-	}
-	if err := preflightResource(cfg, b); err != nil {
-		return b, err
-	}
-	if err := checkTimings(cfg); err != nil {
-		return b, err
-	}
-	return b, preflightRuntime(cfg, b, nodeSpecs(cfg, b))
-}
-
-// checkFenceSource refuses a fenced run whose fence source yields no
-// fence: the resource would refuse every write, and the run would pass
-// having tested nothing.
-func checkFenceSource(cfg Config, b catalog.Backend) error {
-	if !cfg.Run.Fenced() {
-		return nil
-	}
-	switch cfg.Run.FenceSource {
-	case workloads.FenceNone:
-		return fmt.Errorf("--workload fenced with --fence-source none: no write would carry a fence, and the resource would refuse every one; use --fence-source resource (the resource's own sequence, safe with every backend)")
-	case workloads.FenceFromLock, "":
-		if !b.HandsOutFences(cfg.Run.Variant) {
-			return fmt.Errorf("--workload fenced with --fence-source lock: backend %s (variant %s) hands out no fence, so the resource would refuse every write; use --fence-source resource (the resource's own sequence, safe with every backend), or declare the lock's fences (lockcheck.Backend.Fences) if its grants carry one",
-				cfg.Run.Backend, cfg.Run.Variant)
-		}
-	}
-	return nil
-}
-
-// checkTimings refuses durations that would make a run test nothing: a
-// TTL, time limit, operation timeout or retry pause that is not positive
-// (every acquire refused, no operation allowed to finish), or a negative
-// pause or fault interval (the nemesis silently off). The command line
-// says the same per flag; this guards every other caller.
-func checkTimings(cfg Config) error {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"TTL", cfg.TTL}, {"time limit", cfg.Limit}, {"operation timeout", cfg.OpTimeout}, {"retry pause", cfg.Retry}} {
-		if d.v <= 0 {
-			return fmt.Errorf("the %s must be positive, not %s", d.name, d.v)
-		}
-	}
-	if cfg.Pause < 0 || (cfg.Script == nil && len(cfg.Run.Nemesis) > 0 && cfg.Interval <= 0) {
-		return fmt.Errorf("the pause (%s) and the time between faults (%s) must be positive", cfg.Pause, cfg.Interval)
-	}
-	if cfg.Segment < 0 || (cfg.Segment > 0 && cfg.Script != nil) {
-		return fmt.Errorf("a run can be cut into segments (%s) only when it is not a scenario, and a segment must be positive", cfg.Segment)
-	}
-	return nil
-}
-
-// checkPrograms finds the server programs a backend's local processes run.
-func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
-	for _, p := range b.Programs {
-		if _, err := p.Find(programs.Path(p.Name)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // readyWait bounds the wait for a topology to serve as a whole. It is
 // generous: a wait that ends as soon as the service is ready costs a fast
 // machine nothing, and a busy one (six containers of a Sentinel topology
 // starting beside other work) can take well over half a minute.
 const readyWait = 2 * time.Minute
 
-// Run runs one test. It always tears down what it started; the run
-// directory keeps whatever was recorded, even when Run returns an error or
-// ctx is cancelled (Ctrl-C).
-func Run(ctx context.Context, cfg Config) (out Outcome, err error) {
-	backend, err := Preflight(cfg)
-	if err != nil {
-		return out, err
+// Run runs one test in three phases: start brings everything up to the
+// first client, drive runs the workload and the nemesis segment by
+// segment, and finish stops the clients and closes the record. It always
+// tears down what it started; the run directory keeps whatever was
+// recorded, even when Run returns an error or ctx is cancelled (Ctrl-C).
+func Run(ctx context.Context, cfg Config) (Outcome, error) {
+	r := &run{cfg: cfg}
+	defer r.teardown() // also on panic: no child outlives the run
+	if err := r.start(ctx); err != nil {
+		return r.out, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Executable == "" {
-		if cfg.Executable, err = os.Executable(); err != nil {
-			return out, err
-		}
-	}
-	out.Dir, err = results.NewRunDir(cfg.Out, cfg.Run.Backend, cfg.Run.Workload, time.Now())
-	if err != nil {
-		return out, err
-	}
-	p := newProcs()
-	defer p.killAll(5 * time.Second) // also on panic: no child outlives the run
+	return r.finish(r.drive(ctx))
+}
 
-	if cfg.createLog == nil {
-		cfg.createLog = createFile
-	}
-	// The in-memory resource logs as it goes. A database's audit table is
-	// written out at the end: a run killed before that leaves no log, and
-	// the checks read the writes from the history, rather than an empty
-	// log that would say no write happened.
-	var memory *resource.Server
-	if resourceOf(cfg) == resource.Memory {
-		resLog, err := cfg.createLog(filepath.Join(out.Dir, results.ResourceFile))
-		if err != nil {
-			return out, err
-		}
-		if memory, err = resource.Serve(resLog, cfg.Run.Fenced()); err != nil {
-			return out, err
-		}
-		defer memory.Close()
-	}
+// run is what the phases of one run share.
+type run struct {
+	cfg     Config
+	backend catalog.Backend
+	log     *slog.Logger
+	out     Outcome
 
-	logDir := out.Dir
+	procs *procs
+	top   *topology
+	// memory is the in-memory resource, db the database that keeps
+	// --resource postgres: one of them is set.
+	memory *resource.Server
+	db     *database
+	// spec is how a client opens the lock.
+	spec  catalog.Spec
+	rec   *recorder
+	fleet *fleet
+	// env is the nemesis's view of the run.
+	env nemesis.Env
+	// stopWatching stops the service watcher and waits for it; it may be
+	// called again.
+	stopWatching func()
+	// undo tears down what start made, the last first (teardown).
+	undo []func()
+}
+
+// teardown undoes what start made, the last first: it runs however Run
+// ends, and after finish has nothing left to do but kill and remove.
+func (r *run) teardown() {
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		r.undo[i]()
+	}
+}
+
+// start makes everything up to the workload: the run directory, the
+// resource, the lock service (its nodes started and ready, or the service
+// given with Config.Addrs prepared), the history and its recorder, the
+// watcher of the service, and one client per slot, which begin at once.
+func (r *run) start(ctx context.Context) error {
+	cfg, backend, err := prepare(r.cfg)
+	if err != nil {
+		return err
+	}
+	r.cfg, r.backend, r.log = cfg, backend, cfg.Logger
+	if r.out.Dir, err = results.NewRunDir(cfg.Out, cfg.Run.Backend, cfg.Run.Workload, time.Now()); err != nil {
+		return err
+	}
+	r.procs = newProcs()
+	r.undo = append(r.undo, func() { r.procs.killAll(5 * time.Second) })
+	if err := r.startMemory(); err != nil {
+		return err
+	}
+	logDir := r.out.Dir
 	if cfg.LogDir != "" {
 		logDir = cfg.LogDir
 		if err := os.MkdirAll(filepath.Join(logDir, results.LogsDir), 0o755); err != nil {
-			return out, err
+			return err
 		}
 	}
-	specs, nodesDir := nodeSpecs(cfg, backend), filepath.Join(logDir, "nodes")
-	top, err := startTopologyFor(ctx, cfg, p, specs, nodesDir, log)
-	if err != nil {
-		return out, interrupted(ctx, err, nodeNames(specs))
+	if err := r.startService(ctx, filepath.Join(logDir, "nodes")); err != nil {
+		return err
 	}
-	defer top.close()
-	nodes, eps := top.servers, top.endpoints()
-	for i, n := range nodes {
-		log.Info("node ready", "node", n.Name(), "addr", eps[i].Addr())
+	if err := r.startRecording(); err != nil {
+		return err
+	}
+	return r.startClients(r.watchService(ctx), logDir)
+}
+
+// startMemory serves the in-memory resource, which logs as it goes. A
+// database's audit table is written out at the end instead (startService
+// starts the database): a run killed before that leaves no log, and the
+// checks read the writes from the history, rather than an empty log that
+// would say no write happened.
+func (r *run) startMemory() error {
+	if resourceOf(r.cfg) != resource.Memory {
+		return nil
+	}
+	resLog, err := r.cfg.createLog(filepath.Join(r.out.Dir, results.ResourceFile))
+	if err != nil {
+		return err
+	}
+	if r.memory, err = resource.Serve(resLog, r.cfg.Run.Fenced()); err != nil {
+		return err
+	}
+	r.undo = append(r.undo, func() { r.memory.Close() })
+	return nil
+}
+
+// startService brings the lock service up, its nodes' directories under
+// nodesDir, and waits until it serves as a whole; a service given with
+// Config.Addrs is prepared instead. It then starts the database resource,
+// if the run has one, and records the nodes' versions.
+func (r *run) startService(ctx context.Context, nodesDir string) error {
+	cfg, backend := r.cfg, r.backend
+	specs := nodeSpecs(cfg, backend)
+	top, err := startTopologyFor(ctx, cfg, r.procs, specs, nodesDir, r.log)
+	if err != nil {
+		return interrupted(ctx, err, nodeNames(specs))
+	}
+	r.top = top
+	r.undo = append(r.undo, top.close)
+	eps := top.endpoints()
+	for _, e := range eps {
+		r.log.Info("node ready", "node", e.Name, "addr", e.Addr())
 	}
 	if backend.Ready != nil && len(cfg.Addrs) == 0 {
 		readyCtx, cancel := context.WithTimeout(ctx, readyWait)
 		err := backend.Ready(readyCtx, eps)
 		cancel()
 		if err != nil && ctx.Err() != nil {
-			return out, &StartInterrupted{What: "the " + cfg.Run.Backend + " topology"}
+			return &StartInterrupted{What: "the " + cfg.Run.Backend + " topology"}
 		}
 		if err != nil {
-			return out, fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, nodesDir)
+			return fmt.Errorf("%s topology did not become ready: %w (node logs in %s)", cfg.Run.Backend, err, nodesDir)
 		}
 	}
 	if backend.PrepareAddrs != nil && len(cfg.Addrs) > 0 {
 		if err := backend.PrepareAddrs(ctx, cfg.Addrs); err != nil {
-			return out, fmt.Errorf("preparing the %s service at %s: %w", cfg.Run.Backend, strings.Join(cfg.Addrs, ","), err)
+			return fmt.Errorf("preparing the %s service at %s: %w", cfg.Run.Backend, strings.Join(cfg.Addrs, ","), err)
 		}
 	}
-	var db *database
-	if memory == nil {
-		if db, err = startDatabase(ctx, cfg, p, eps, nodesDir, lockKeys(cfg)); err != nil {
-			return out, err
+	if r.memory == nil {
+		if r.db, err = startDatabase(ctx, cfg, r.procs, eps, nodesDir, lockKeys(cfg)); err != nil {
+			return err
 		}
-		defer db.stop()
+		r.undo = append(r.undo, r.db.stop)
 	}
-	cfg.Run.Versions = map[string]string{}
-	for i := range nodes {
+	r.cfg.Run.Versions = map[string]string{}
+	for i, e := range eps {
 		if specs[i].Version == nil {
 			continue
 		}
-		if v, err := specs[i].Version(ctx, eps[i].Addr()); err == nil {
-			cfg.Run.Versions[top.versionKey(i)] = v
+		if v, err := specs[i].Version(ctx, e.Addr()); err == nil {
+			r.cfg.Run.Versions[top.versionKey(i)] = v
 		}
 	}
-
 	// A variant that needs the resource writes it in the lock's transaction.
-	cfg.Run.WritesInLockTx = backend.RequiresResource[cfg.Run.Variant] != ""
-	segLimit := cfg.Limit
-	if cfg.Segment > 0 {
-		segLimit = min(cfg.Segment, cfg.Limit)
-	}
-	h, err := createHistory(cfg, out.Dir, segLimit, nil)
-	if err != nil {
-		return out, err
-	}
-	defer func() { h.Close() }() // the last segment's
+	r.cfg.Run.WritesInLockTx = backend.RequiresResource[cfg.Run.Variant] != ""
+	return nil
+}
 
-	spec := catalog.Spec{
-		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
-		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
+// startRecording creates the first segment's history and its recorder,
+// which a failure of the in-memory resource's log stops too.
+func (r *run) startRecording() error {
+	h, err := createHistory(r.cfg, r.out.Dir, r.cfg.segmentLimit(1), nil)
+	if err != nil {
+		return err
 	}
-	if len(cfg.Addrs) == 0 {
-		spec.Addrs = backend.Addrs(eps)
-	}
-	f := &fleet{
-		cfg: cfg, procs: p, hist: h, nodes: nodes, links: top.links, log: log, dir: out.Dir, logDir: logDir,
-		fences: map[string]int64{}, recordingStopped: make(chan struct{}), refused: make(chan struct{}),
-		untilRelease: backend.LeasesUntilRelease,
-	}
-	resWatchDone := make(chan struct{})
-	defer close(resWatchDone)
-	if memory != nil {
+	r.rec = newRecorder(h, r.out.Dir)
+	r.undo = append(r.undo, func() { r.rec.close() })
+	if r.memory != nil {
+		done := make(chan struct{})
 		go func() {
 			select {
-			case <-memory.Failed():
-				f.recordingFailed(results.ResourceFile, memory.Err())
-			case <-resWatchDone:
+			case <-r.memory.Failed():
+				r.rec.failed(results.ResourceFile, r.memory.Err())
+			case <-done:
 			}
 		}()
+		r.undo = append(r.undo, func() { close(done) })
 	}
-	if backend.Service != nil && len(cfg.Addrs) == 0 {
-		f.service = backend.Service(eps)
+	return nil
+}
+
+// watchService returns the backend's service handle, nil for a service
+// lockcheck did not start, and records what the service reports of itself
+// until stopWatching.
+func (r *run) watchService(ctx context.Context) any {
+	var service any
+	if r.backend.Service != nil && len(r.cfg.Addrs) == 0 {
+		service = r.backend.Service(r.top.endpoints())
 	}
-	watchCtx, stopWatching := context.WithCancel(ctx)
-	watchDone := make(chan struct{})
+	watchCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		defer close(watchDone)
-		if w, ok := f.service.(serviceWatcher); ok {
-			if err := w.Watch(watchCtx, f.recordNemesis); err != nil {
-				log.Warn("watching the lock service", "err", err)
+		defer close(done)
+		if w, ok := service.(serviceWatcher); ok {
+			if err := w.Watch(watchCtx, r.rec.nemesis); err != nil {
+				r.log.Warn("watching the lock service", "err", err)
 			}
 		}
 	}()
 	// The watcher records into the history, so it stops before the run's
 	// last event (also when Run returns early).
-	defer func() { stopWatching(); <-watchDone }()
-	f.base = workerproc.Config{
-		Lock: spec, Stride: cfg.Run.Clients, Keys: lockKeys(cfg), Think: cfg.Think,
-		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Resource: resourceOf(cfg), FenceSource: cfg.Run.FenceSource,
-		Fenced: cfg.Run.Fenced(), LeasesUntilRelease: backend.LeasesUntilRelease,
-		Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
-	}
-	if memory != nil {
-		f.base.ResourceAddr = memory.Addr()
-	} else {
-		f.base.ResourceAddr = db.addr
-	}
-	for i := 0; i < cfg.Run.Clients; i++ {
-		if err := f.spawn(i, history.Process(i)); err != nil {
-			f.stop(time.Second)
-			return out, err
-		}
-	}
-	start := time.Now()
-	log.Info("workload started", "clients", cfg.Run.Clients, "limit", cfg.Limit)
-	// Checked by Preflight; an error here leaves the defaults.
-	settings, _ := nemesis.ParseSettings(cfg.Run.Params)
-	env := nemesis.Env{
-		Targets: f, Record: f.recordNemesis, Pause: cfg.Pause, TTL: cfg.TTL, OpTimeout: cfg.OpTimeout,
-		Failpoints: backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval, Settings: settings,
-	}
-	if f.links != nil {
-		env.Network = f
-	}
-	steps := cfg.Steps
-	if steps == nil && cfg.Script == nil {
-		steps = nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
-	}
-	// grace bounds how long a client may take to finish its cycle when
-	// asked to stop or wait.
-	grace := cfg.Pause + 3*cfg.OpTimeout + 2*time.Second
-	segment, segStart, from := 1, start, time.Duration(0)
-	for {
-		limit := min(segLimit, cfg.Limit-from)
-		nemCtx, stopNemesis := context.WithCancel(ctx)
-		nemDone := make(chan error, 1)
-		go func() {
-			if cfg.Script != nil {
-				nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, env)
-				return
-			}
-			nemDone <- nemesis.Run(nemCtx, nemesis.Window(steps, from, from+limit), segStart, env)
-		}()
-		ending := f.waitLimit(ctx, segment, segStart, limit)
-		stopNemesis()
-		var notRun *nemesis.NotRun
-		if nerr := <-nemDone; errors.As(nerr, &notRun) {
-			out.StepsNotRun = notRun.Steps // the scenario reports them
-		} else if nerr != nil {
-			log.Warn("nemesis", "err", nerr)
-		}
-		out.Interrupted = ending == endInterrupted
-		from += limit
-		if ending != endLimit || from >= cfg.Limit {
-			break
-		}
-		next, resume, err := f.nextSegment(ctx, segment, grace, spec, memory, db)
-		if err != nil {
-			// The run ends here, as at its time limit: ctx ended (Ctrl-C
-			// while the clients were waiting), or the recording failed.
-			out.Interrupted = true
-			break
-		}
-		if cfg.SegmentDone != nil {
-			cfg.SegmentDone(segment, out.Dir)
-		}
-		out.Dir = next
-		segment, segStart = segment+1, time.Now()
-		resume()
-	}
-	f.stop(grace)
-	f.inspect(spec)
-	if len(cfg.Addrs) > 0 {
-		f.clean(spec)
-	}
-	stopWatching()
-	<-watchDone
-	detail := ""
-	if out.Interrupted {
-		detail = history.RunEndInterrupted
-	}
-	if out.RecordingFailed = f.recordingError(); out.RecordingFailed != nil {
-		out.Interrupted = true
-		detail = history.RunEndInterrupted + ": " + out.RecordingFailed.Error()
-	}
-	refusal := f.refusalError()
-	if refusal != nil && out.RecordingFailed == nil {
-		out.Interrupted = true
-		detail = history.RunEndInterrupted + ": " + refusal.Error()
-	}
-	f.recordNemesis(history.NemRunEnd, history.Value{Detail: detail})
-	var exportErr error
-	out.Dir = f.currentDir()
-	if db != nil {
-		// The database's audit table is the ground truth: written out
-		// whatever ctx says, since the workers have stopped.
-		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, exportErr = db.export(exportCtx, cfg.createLog, filepath.Join(out.Dir, results.ResourceFile))
-	}
-	f.histMu.Lock()
-	closeErr := f.hist.Close()
-	f.histMu.Unlock()
-	if memory != nil {
-		// The resource log is complete once the resource stops.
-		memory.Close()
-	}
-	if cfg.SegmentDone != nil {
-		cfg.SegmentDone(segment, out.Dir)
-	}
-	switch {
-	case exportErr != nil:
-		return out, fmt.Errorf("writing the resource log from the database: %w", exportErr)
-	case closeErr != nil && out.RecordingFailed == nil:
-		return out, closeErr
-	case refusal != nil:
-		return out, refusal
-	}
-	return out, nil
-}
-
-// createHistory creates the history of the run directory dir, its
-// header recording a time limit of limit and, for a later segment of a
-// segmented run, what it carries over (head).
-func createHistory(cfg Config, dir string, limit time.Duration, head *history.SegmentHead) (*history.Writer, error) {
-	histLog, err := cfg.createLog(filepath.Join(dir, results.HistoryFile))
-	if err != nil {
-		return nil, err
-	}
-	run := cfg.Run
-	run.TimeLimitMs = limit.Milliseconds()
-	h, err := history.NewWriter(histLog, history.Header{
-		Started: time.Now().UTC().Format(time.RFC3339), StartTime: history.Now(), Config: run, Head: head,
-	})
-	if err != nil {
-		histLog.Close()
-		return nil, fmt.Errorf("recording %s failed: %w", results.HistoryFile, err)
-	}
-	return h, nil
+	r.stopWatching = func() { cancel(); <-done }
+	r.undo = append(r.undo, r.stopWatching)
+	return service
 }
 
 // serviceWatcher is a backend's service handle that reports what the
@@ -518,213 +241,100 @@ type serviceWatcher interface {
 	Watch(ctx context.Context, record func(verb string, v history.Value)) error
 }
 
-// fleet is the set of worker processes; it is the nemesis's view of the
-// running test.
-type fleet struct {
-	cfg   Config
-	procs *procs
-	hist  *history.Writer
-	nodes []server
-	log   *slog.Logger
-	// logDir holds the workers' logs (logs/): the run directory, or
-	// Config.LogDir.
-	logDir string
-	base   workerproc.Config
-	// service is the backend's service-level handle for the nemesis, if any.
-	service any
-	// links cut (and slow) single links between clients and nodes, if the
-	// run can.
-	links links
-
-	// histMu orders appends with a segment boundary's swap of hist; fences
-	// is the highest fence granted per key so far (what a segment hands
-	// on, history.SegmentHead).
-	histMu sync.Mutex
-	fences map[string]int64
-
-	mu sync.Mutex
-	// dir is the run directory being recorded (a segment's, in a
-	// segmented run).
-	dir string
-	// holding is set while the clients wait at a segment boundary: a
-	// worker started then starts parked.
-	holding  bool
-	slots    []*worker
-	stopping bool
-	running  sync.WaitGroup
-	grants   atomic.Int64
-	refusals atomic.Int64 // acquires the service would not write at all
-	faults   atomic.Int64
-
-	// recordingStopped is closed at the first failed write of the history
-	// or the resource log: the run stops as at its time limit.
-	recordingStopped chan struct{}
-	recordErr        error
-	// refused is closed when the lock broke a rule the run cannot go on
-	// without (refusal.go); refusal says which.
-	refused      chan struct{}
-	refusal      *Refused
-	untilRelease bool // the backend's LeasesUntilRelease
-}
-
-// append records a client's event; a write that fails stops the run.
-func (f *fleet) append(e history.Event) {
-	f.histMu.Lock()
-	_, err := f.hist.Append(e)
-	if e.Type == history.OK && e.F == history.FAcquire && e.Value != nil && e.Value.Fence != nil {
-		if high, ok := f.fences[e.Key]; !ok || *e.Value.Fence > high {
-			f.fences[e.Key] = *e.Value.Fence
-		}
+// startClients starts one worker per client slot, their logs in logDir,
+// and gives the nemesis its view of them, the nodes, service and the
+// run's links (env).
+func (r *run) startClients(service any, logDir string) error {
+	cfg := r.cfg
+	r.spec = catalog.Spec{
+		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
+		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
 	}
-	f.histMu.Unlock()
-	if err != nil {
-		f.recordingFailed(results.HistoryFile, err)
+	if len(cfg.Addrs) == 0 {
+		r.spec.Addrs = r.backend.Addrs(r.top.endpoints())
 	}
-}
-
-// recordingFailed stops the run at the first failed write of file. Every
-// later write fails too (the history writer and the resource refuse all
-// once one failed), and only the first is reported: by the caller of Run,
-// in one line.
-func (f *fleet) recordingFailed(file string, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.recordErr != nil {
-		return
+	r.fleet = &fleet{
+		cfg: cfg, procs: r.procs, rec: r.rec, nodes: r.top.servers, service: service, log: r.log, logDir: logDir, links: r.top.links,
+		base: workerproc.Config{
+			Lock: r.spec, Stride: cfg.Run.Clients, Keys: lockKeys(cfg), Think: cfg.Think,
+			Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Resource: resourceOf(cfg), FenceSource: cfg.Run.FenceSource,
+			Fenced:   cfg.Run.Fenced(),
+			Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
+		},
+		refused: make(chan struct{}), untilRelease: r.backend.LeasesUntilRelease,
 	}
-	f.recordErr = fmt.Errorf("recording %s failed: %w", file, err)
-	close(f.recordingStopped)
-}
-
-func (f *fleet) recordingError() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.recordErr
-}
-
-func (f *fleet) spawn(slot int, process history.Process) error {
-	wc := f.base
-	wc.Process = int(process)
-	f.mu.Lock()
-	wc.Held = f.holding
-	f.mu.Unlock()
-	wc.Seed = uint64(f.cfg.Run.Seed)*1000003 + uint64(process)
-	if f.links != nil {
-		source, err := f.links.source(slot)
-		if err != nil {
+	r.fleet.base.LeasesUntilRelease = r.backend.LeasesUntilRelease
+	if r.memory != nil {
+		r.fleet.base.ResourceAddr = r.memory.Addr()
+	} else {
+		r.fleet.base.ResourceAddr = r.db.addr
+	}
+	r.env = nemesis.Env{
+		Targets: r.fleet, Record: r.rec.nemesis, Pause: cfg.Pause, TTL: cfg.Lease, OpTimeout: cfg.OpTimeout,
+		Failpoints: r.backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval,
+	}
+	r.env.Settings, _ = nemesis.ParseSettings(cfg.Run.Params) // checked by Preflight; an error leaves the defaults
+	if r.top.links != nil {
+		r.env.Network = linkNetwork{r.top.links}
+	}
+	for i := range cfg.Run.Clients {
+		if err := r.fleet.spawn(i, history.Process(i)); err != nil {
+			r.fleet.stop(time.Second)
 			return err
 		}
-		wc.Lock.Source = source
 	}
-	raw, err := json.Marshal(wc)
-	if err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(filepath.Join(f.logDir, results.LogsDir, fmt.Sprintf("worker-%d.log", slot)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	var (
-		w      *worker
-		stdout io.Reader
-	)
-	if f.cfg.InProcess {
-		w, stdout, err = startInProcess(wc, logf)
-	} else {
-		w, stdout, err = f.startProcess(raw, logf)
-	}
-	if err != nil {
-		logf.Close()
-		return fmt.Errorf("starting worker %d: %w", slot, err)
-	}
-	w.slot, w.process, w.holding, w.keepParked = slot, process, map[string]bool{}, wc.Held
-	f.mu.Lock()
-	for len(f.slots) <= slot {
-		f.slots = append(f.slots, nil)
-	}
-	f.slots[slot] = w
-	f.mu.Unlock()
-	f.running.Add(1)
-	go f.follow(w, stdout, logf)
 	return nil
 }
 
-// startProcess starts a worker as lockcheck itself again (the user's
-// executable, or a test binary) with the configuration raw.
-func (f *fleet) startProcess(raw []byte, logf *os.File) (*worker, io.Reader, error) {
-	cmd := exec.Command(f.cfg.Executable, "worker")
-	cmd.Env = append(append(os.Environ(), f.cfg.WorkerEnv...), WorkerEnv+"="+string(raw))
-	cmd.Stderr = logf
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, nil, err
+// drive runs the workload and the nemesis until the time limit,
+// Config.Stop, ctx or a failed recording ends them, in segments
+// (Config.Segment) with nothing crossing from one into the next. It
+// returns the number of the last segment.
+func (r *run) drive(ctx context.Context) int {
+	cfg := r.cfg
+	steps := cfg.Steps
+	if steps == nil && cfg.Script == nil {
+		steps = nemesis.Plan(cfg.Run.Seed, cfg.Run.Nemesis, cfg.Interval, cfg.Limit)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := f.procs.start(cmd); err != nil {
-		return nil, nil, err
-	}
-	return &worker{cmd: cmd, stdin: stdin, pid: cmd.Process.Pid}, stdout, nil
-}
-
-// follow records a worker's events until it exits, then replaces it if the
-// run is still going: a killed client comes back as a new process.
-func (f *fleet) follow(w *worker, stdout io.Reader, logf *os.File) {
-	defer f.running.Done()
-	defer logf.Close()
-	rerr := readMessages(stdout, func(m workerproc.Message) {
-		e := w.observe(m)
-		if e == nil {
-			return
+	start := time.Now()
+	r.log.Info("workload started", "clients", cfg.Run.Clients, "limit", cfg.Limit)
+	for n, segStart, from := 1, start, time.Duration(0); ; n++ {
+		limit := cfg.segmentLimit(n)
+		nemCtx, stopNemesis := context.WithCancel(ctx)
+		nemDone := make(chan error, 1)
+		go func() {
+			if cfg.Script != nil {
+				nemDone <- nemesis.RunScript(nemCtx, cfg.Script, start, r.env)
+				return
+			}
+			nemDone <- nemesis.Run(nemCtx, nemesis.Window(steps, from, from+limit), segStart, r.env)
+		}()
+		ending := r.waitLimit(ctx, n, segStart, limit)
+		stopNemesis()
+		var notRun *nemesis.NotRun
+		if err := <-nemDone; errors.As(err, &notRun) {
+			r.out.StepsNotRun = notRun.Steps // the scenario reports them
+		} else if err != nil {
+			r.log.Warn("nemesis", "err", err)
 		}
-		if e.Type == history.OK && e.F == history.FAcquire {
-			f.grants.Add(1)
-			f.checkLease(e)
+		r.out.Interrupted = ending == endInterrupted
+		from += limit
+		if ending != endLimit || from >= cfg.Limit {
+			return n
 		}
-		if e.Type == history.Fail && e.F == history.FAcquire && e.Value != nil && e.Value.Refused {
-			f.refusals.Add(1)
+		next, resume, err := r.nextSegment(ctx, n)
+		if err != nil {
+			// The run ends here, as at its time limit: ctx ended (Ctrl-C
+			// while the clients were waiting), or the recording failed.
+			r.out.Interrupted = true
+			return n
 		}
-		f.append(*e)
-	})
-	werr := w.wait(f.procs)
-	reason := "worker process exited"
-	if werr != nil {
-		reason = "worker process died: " + werr.Error()
+		if cfg.SegmentDone != nil {
+			cfg.SegmentDone(n, r.out.Dir)
+		}
+		r.out.Dir, segStart = next, time.Now()
+		resume()
 	}
-	if rerr != nil {
-		reason += " (" + rerr.Error() + ")"
-	}
-	if e := w.died(reason); e != nil {
-		f.append(*e)
-	}
-	f.mu.Lock()
-	stopping := f.stopping
-	f.mu.Unlock()
-	if stopping {
-		return
-	}
-	f.log.Info("worker died; restarting", "slot", w.slot, "reason", reason)
-	next := w.nextProcess(f.cfg.Run.Clients)
-	if err := f.spawn(w.slot, next); err != nil {
-		f.log.Error("restarting worker", "slot", w.slot, "err", err)
-		return
-	}
-	f.recordNemesis(history.NemStart, history.Value{Target: next.String(), PID: f.slot(w.slot).pid})
-}
-
-func (f *fleet) slot(i int) *worker {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.slots[i]
-}
-
-func (f *fleet) recordNemesis(verb string, v history.Value) {
-	if history.VerbOf(verb).Role == history.Starts {
-		f.faults.Add(1)
-	}
-	f.append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})
 }
 
 // How a segment's wait ended.
@@ -738,138 +348,108 @@ const (
 
 // waitLimit waits out segment n's time limit, from start, reporting
 // progress.
-func (f *fleet) waitLimit(ctx context.Context, n int, start time.Time, limit time.Duration) ending {
+func (r *run) waitLimit(ctx context.Context, n int, start time.Time, limit time.Duration) ending {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	if f.cfg.Segment <= 0 {
+	if r.cfg.Segment <= 0 {
 		n = 0
 	}
 	// Progress counts the segment's grants and faults.
-	grants, faults := f.grants.Load(), f.faults.Load()
+	grants, faults := r.rec.grants.Load(), r.rec.faults.Load()
 	for {
 		select {
 		case <-ctx.Done():
 			return endInterrupted
-		case <-f.recordingStopped:
+		case <-r.rec.stopped:
 			return endInterrupted
-		case <-f.refused:
+		case <-r.fleet.refused:
 			return endInterrupted
 		case <-timer.C:
 			return endLimit
-		case <-f.cfg.Stop:
+		case <-r.cfg.Stop:
 			return endStop
 		case <-tick.C:
-			if f.cfg.OnProgress != nil {
-				f.mu.Lock()
-				dir := f.dir
-				f.mu.Unlock()
-				f.cfg.OnProgress(Progress{Dir: dir, Segment: n, Elapsed: time.Since(start), Limit: limit, Grants: f.grants.Load() - grants, Faults: f.faults.Load() - faults})
+			if r.cfg.OnProgress != nil {
+				r.cfg.OnProgress(Progress{
+					Dir: r.rec.currentDir(), Segment: n, Elapsed: time.Since(start), Limit: limit,
+					Grants: r.rec.grants.Load() - grants, Faults: r.rec.faults.Load() - faults,
+				})
 			}
 		}
 	}
 }
 
-// stop asks every worker to finish its cycle and exit, and kills those that
-// do not within grace.
-func (f *fleet) stop(grace time.Duration) {
-	f.mu.Lock()
-	f.stopping = true
-	workers := append([]*worker(nil), f.slots...)
-	f.mu.Unlock()
-	for _, w := range workers {
-		if w != nil {
-			w.Signal(syscall.SIGCONT) //nolint:errcheck // a paused client must run to stop
-			w.send(workerproc.CmdStop)
-			w.stdin.Close()
-		}
+// finish ends a run whose workload ended in its segment n: the clients
+// stop, the lock keys are inspected (and deleted from a service lockcheck
+// did not start), the watcher stops, the history gets the run's end, the
+// database's audit table is written out, and the last segment's files are
+// closed and handed on. What is left to kill and remove, teardown does.
+func (r *run) finish(n int) (Outcome, error) {
+	r.fleet.stop(r.cfg.grace())
+	r.inspect()
+	if len(r.cfg.Addrs) > 0 {
+		r.clean()
 	}
-	done := make(chan struct{})
-	go func() { f.running.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-		f.log.Warn("workers did not stop in time; killing them")
-		for _, w := range workers {
-			if w != nil {
-				w.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
-			}
-		}
-		<-done
+	r.stopWatching()
+	detail := ""
+	if r.out.Interrupted {
+		detail = history.RunEndInterrupted
 	}
+	if r.out.RecordingFailed = r.rec.failure(); r.out.RecordingFailed != nil {
+		r.out.Interrupted = true
+		detail = history.RunEndInterrupted + ": " + r.out.RecordingFailed.Error()
+	}
+	refusal := r.fleet.refusalError()
+	if refusal != nil && r.out.RecordingFailed == nil {
+		r.out.Interrupted = true
+		detail = history.RunEndInterrupted + ": " + refusal.Error()
+	}
+	r.rec.nemesis(history.NemRunEnd, history.Value{Detail: detail})
+	r.out.Dir = r.rec.currentDir()
+	var exportErr error
+	if r.db != nil {
+		// The database's audit table is the ground truth: written out
+		// whatever ctx says, since the workers have stopped.
+		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, exportErr = r.db.export(exportCtx, r.cfg.createLog, filepath.Join(r.out.Dir, results.ResourceFile))
+		cancel()
+	}
+	closeErr := r.rec.close()
+	if r.memory != nil {
+		// The resource log is complete once the resource stops.
+		r.memory.Close()
+	}
+	if r.cfg.SegmentDone != nil {
+		r.cfg.SegmentDone(n, r.out.Dir)
+	}
+	switch {
+	case exportErr != nil:
+		return r.out, fmt.Errorf("writing the resource log from the database: %w", exportErr)
+	case closeErr != nil && r.out.RecordingFailed == nil:
+		return r.out, closeErr
+	case refusal != nil:
+		return r.out, refusal
+	}
+	return r.out, nil
 }
 
 // inspect records the state of every lock key on the service after the
 // clients stopped: a key that outlived its holders is evidence.
-func (f *fleet) inspect(spec catalog.Spec) {
-	lock, err := catalog.Open(spec, nil)
+func (r *run) inspect() {
+	lock, err := catalog.Open(r.spec, nil)
 	if err != nil {
 		return
 	}
 	defer lock.Close()
-	for _, key := range f.base.Keys {
-		ctx, cancel := context.WithTimeout(context.Background(), f.cfg.OpTimeout)
+	for _, key := range lockKeys(r.cfg) {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
 		desc, err := lock.Inspect(ctx, key)
 		cancel()
 		if err != nil {
 			desc = key + ": could not inspect: " + err.Error()
 		}
-		f.recordNemesis(history.NemInspect, history.Value{Target: key, Detail: desc})
+		r.rec.nemesis(history.NemInspect, history.Value{Target: key, Detail: desc})
 	}
-}
-
-// Holder implements nemesis.Targets.
-func (f *fleet) Holder() (nemesis.Client, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, w := range f.slots {
-		if w != nil && w.holds() {
-			return w, true
-		}
-	}
-	return nil, false
-}
-
-// Clients implements nemesis.Targets.
-func (f *fleet) Clients() []nemesis.Client {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []nemesis.Client
-	for _, w := range f.slots {
-		if w != nil {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// Lookup implements nemesis.Targets: nodes by name, clients as c<slot>.
-func (f *fleet) Lookup(name string) (nemesis.Target, bool) {
-	for _, n := range f.nodes {
-		if n.Name() == name {
-			return n, true
-		}
-	}
-	var slot int
-	if _, err := fmt.Sscanf(name, "c%d", &slot); err == nil && fmt.Sprintf("c%d", slot) == name {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if slot >= 0 && slot < len(f.slots) && f.slots[slot] != nil {
-			return f.slots[slot], true
-		}
-	}
-	return nil, false
-}
-
-// Service implements nemesis.Targets.
-func (f *fleet) Service() any { return f.service }
-
-// Nodes implements nemesis.Targets.
-func (f *fleet) Nodes() []nemesis.Target {
-	out := make([]nemesis.Target, len(f.nodes))
-	for i, n := range f.nodes {
-		out[i] = n
-	}
-	return out
 }

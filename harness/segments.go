@@ -5,59 +5,58 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
-	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/workloads"
-	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
 // nextSegment ends segment n at a point where nothing crosses into the
 // next (Config.Segment): every client finishes its cycle and waits before
 // its next acquire (within grace, or is killed and replaced), the leases
-// they held run out (the TTL is waited out), the clocks are put back, the
-// lock keys are inspected, and the next segment's run directory, history
-// (its header carrying what the segment leaves, history.SegmentHead) and
-// resource log are created. Only then does the segment's history end and
+// they held run out (the granted lease is waited out), the clocks are put
+// back, the lock keys are inspected, and the next segment's run
+// directory, history (its header carrying what the segment leaves,
+// history.SegmentHead) and resource log are created. Only then does the segment's history end and
 // the recording move to the new files. It returns the new run directory
 // and what lets the waiting clients go on, which its caller calls once it
 // has handed the closed segment on. On an error (ctx ended, or a file
 // could not be written) the clients stay parked and the run should end:
-// Run's stop lets them finish, and the history being recorded (the
-// fleet's) gets the run's end.
-func (f *fleet) nextSegment(ctx context.Context, n int, grace time.Duration, spec catalog.Spec, memory *resource.Server, db *database) (string, func(), error) {
-	resume, err := f.hold(ctx, grace)
+// finish lets them go, and the history being recorded (the recorder's)
+// gets the run's end.
+func (r *run) nextSegment(ctx context.Context, n int) (string, func(), error) {
+	resume, err := r.fleet.hold(ctx, r.cfg.grace())
 	if err != nil {
 		return "", nil, err
 	}
 	// A lease a client still held when it stopped (a release that failed
-	// or timed out) ends within its TTL of the client's last acquire or
-	// extend, which came before it stopped.
+	// or timed out, a client killed in its release) ends within the lease
+	// the backend granted of its last renewal, which came before the
+	// client parked or died: its last acquire or extend, or a session's
+	// keepalive. The granted lease, not the TTL asked for: etcd grants 1s
+	// for 500ms.
 	select {
 	case <-ctx.Done():
 		return "", nil, ctx.Err()
-	case <-time.After(f.cfg.TTL + f.cfg.TTL/10 + 10*time.Millisecond):
+	case <-time.After(r.cfg.Lease + r.cfg.Lease/10 + 10*time.Millisecond):
 	}
-	resetClocks(f.nodes)
-	f.inspect(spec)
+	resetClocks(r.top.servers)
+	r.inspect()
 
-	dir := f.currentDir()
-	next, err := results.NewRunDir(f.cfg.Out, f.cfg.Run.Backend, f.cfg.Run.Workload, time.Now())
+	dir := r.rec.currentDir()
+	next, err := results.NewRunDir(r.cfg.Out, r.cfg.Run.Backend, r.cfg.Run.Workload, time.Now())
 	if err != nil {
-		f.recordingFailed("the next segment's run directory", err)
+		r.rec.failed("the next segment's run directory", err)
 		return "", nil, err
 	}
 	// failed gives the next segment up: the run ends in this one.
 	failed := func(file string, err error) (string, func(), error) {
-		f.recordingFailed(file, err)
+		r.rec.failed(file, err)
 		os.RemoveAll(next)
 		return "", nil, err
 	}
@@ -66,23 +65,20 @@ func (f *fleet) nextSegment(ctx context.Context, n int, grace time.Duration, spe
 		resHeads []history.KeyHead
 	)
 	switch {
-	case memory != nil:
-		if resLog, err = f.cfg.createLog(filepath.Join(next, results.ResourceFile)); err != nil {
+	case r.memory != nil:
+		if resLog, err = r.cfg.createLog(filepath.Join(next, results.ResourceFile)); err != nil {
 			return failed(results.ResourceFile, err)
 		}
-		resHeads = memory.Heads()
-	case db != nil:
+		resHeads = r.memory.Heads()
+	case r.db != nil:
 		exportCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		resHeads, err = db.export(exportCtx, f.cfg.createLog, filepath.Join(dir, results.ResourceFile))
+		resHeads, err = r.db.export(exportCtx, r.cfg.createLog, filepath.Join(dir, results.ResourceFile))
 		cancel()
 		if err != nil {
 			return failed(results.ResourceFile, err)
 		}
 	}
-	f.histMu.Lock()
-	head := segmentHead(n+1, f.fences, resHeads)
-	f.histMu.Unlock()
-	h, err := createHistory(f.cfg, next, f.segmentLimit(n+1), head)
+	h, err := createHistory(r.cfg, next, r.cfg.segmentLimit(n+1), r.rec.head(n+1, resHeads))
 	if err != nil {
 		if resLog != nil {
 			resLog.Close()
@@ -90,64 +86,20 @@ func (f *fleet) nextSegment(ctx context.Context, n int, grace time.Duration, spe
 		return failed(results.HistoryFile, err)
 	}
 	// Every file of the next segment is in place: the segment ends.
-	f.recordNemesis(history.NemRunEnd, history.Value{Detail: history.RunEndSegment})
-	if memory != nil {
-		if err := memory.Rotate(resLog); err != nil {
+	r.rec.nemesis(history.NemRunEnd, history.Value{Detail: history.RunEndSegment})
+	if r.memory != nil {
+		if err := r.memory.Rotate(resLog); err != nil {
 			h.Close()
 			return failed(results.ResourceFile, err)
 		}
 	}
-	f.histMu.Lock()
-	old := f.hist
-	f.hist = h
-	f.histMu.Unlock()
-	f.mu.Lock()
-	f.dir = next
-	f.mu.Unlock()
-	if err := old.Close(); err != nil {
+	if err := r.rec.rotate(h, next).Close(); err != nil {
 		// The recording goes on in the next segment's files, but this
 		// segment's history is not whole: the run ends.
-		f.recordingFailed(results.HistoryFile, err)
+		r.rec.failed(results.HistoryFile, err)
 		return "", nil, err
 	}
 	return next, resume, nil
-}
-
-// currentDir is the run directory being recorded.
-func (f *fleet) currentDir() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.dir
-}
-
-// segmentLimit is the time limit of segment n (from 1): Config.Segment,
-// the last one shorter when Limit is not a multiple of it.
-func (f *fleet) segmentLimit(n int) time.Duration {
-	from := time.Duration(n-1) * f.cfg.Segment
-	return min(f.cfg.Segment, f.cfg.Limit-from)
-}
-
-// segmentHead is what segment n starts from: each key's highest granted
-// fence (fences) and the resource's value and highest written fence
-// (resHeads, from the resource), in key order.
-func segmentHead(n int, fences map[string]int64, resHeads []history.KeyHead) *history.SegmentHead {
-	byKey := map[string]*history.KeyHead{}
-	for i := range resHeads {
-		byKey[resHeads[i].Key] = &resHeads[i]
-	}
-	for key, fence := range fences {
-		h := byKey[key]
-		if h == nil {
-			h = &history.KeyHead{Key: key}
-			byKey[key] = h
-		}
-		h.Fence = history.Int64(fence)
-	}
-	head := &history.SegmentHead{Segment: n, Keys: []history.KeyHead{}}
-	for _, key := range slices.Sorted(maps.Keys(byKey)) {
-		head.Keys = append(head.Keys, *byKey[key])
-	}
-	return head
 }
 
 // hold parks every client before its next acquire, the cycle in progress

@@ -10,9 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -98,6 +102,12 @@ func assertSegmentsGoOn(t *testing.T, cfg Config, want int) {
 					highestFence = history.Int64(*e.Value.Fence)
 				}
 			}
+			if lastValue == nil && e.F == history.FRead && e.Type == history.OK && e.Value.Value != nil {
+				// Before any write lands, the resource's value is the
+				// one a read found (a segment whose grants were all
+				// killed before their writes has no other).
+				lastValue = history.Int64(*e.Value.Value)
+			}
 			if e.F == history.NemRunEnd {
 				ends++
 				if n < len(segments) {
@@ -126,4 +136,105 @@ func assertSegmentsGoOn(t *testing.T, cfg Config, want int) {
 	for _, pid := range childrenOf(os.Getpid()) {
 		t.Errorf("process %d outlived the run", pid)
 	}
+}
+
+// etcdReleaseFailpoint is the etcd backend with a failpoint inside its
+// release, before the key is deleted: kill-client aims there and kills
+// the holder in its release, leaving its session's lease on the servers.
+const (
+	etcdReleaseFailpoint = "etcd-release-failpoint"
+	failpointInRelease   = "in-release"
+)
+
+func init() {
+	b, _, err := catalog.Lookup("etcd", "")
+	if err != nil {
+		panic(err)
+	}
+	open := b.Open
+	b.Name, b.Flags, b.RunNode = etcdReleaseFailpoint, nil, nil
+	b.Failpoints = map[string][]string{b.Variants[0]: {failpointInRelease}}
+	b.Open = func(s catalog.Spec, fp backends.Failpoint) (backends.Lock, error) {
+		l, err := open(s, fp)
+		return releaseFailpoint{l, fp}, err
+	}
+	catalog.Register(b)
+}
+
+// releaseFailpoint is a lock whose release first passes failpointInRelease.
+type releaseFailpoint struct {
+	backends.Lock
+	fp backends.Failpoint
+}
+
+func (l releaseFailpoint) Release(ctx context.Context, key string, g backends.Grant) (bool, error) {
+	l.fp.Hit(failpointInRelease)
+	return l.Lock.Release(ctx, key, g)
+}
+
+// A soak on etcd at the default --ttl (500ms, which etcd rounds up to a
+// lease of 1s): the holder is killed in its release just before the
+// boundary, so its lease stays on the servers until it runs out. The next
+// segment must not begin before that lease can have ended: from the
+// kill (no keepalive renews it after that), the lease etcd granted.
+func TestSegmentBoundaryWaitsOutTheGrantedLease(t *testing.T) {
+	t.Parallel()
+	const segment = 4 * time.Second
+	ttl := 500 * time.Millisecond
+	cfg := Config{
+		Run: history.RunConfig{
+			Backend: etcdReleaseFailpoint, Variant: etcd.Mutex, Workload: "unfenced", FenceSource: "lock",
+			Nemesis: []string{"kill-client"}, Seed: 1, Clients: 1, Keys: 1,
+		},
+		Out: t.TempDir(), TTL: ttl, Limit: 2 * segment, Segment: segment, Pause: 2 * ttl, Interval: segment,
+		Think: "10ms-30ms", Retry: 10 * time.Millisecond, OpTimeout: time.Second,
+		// The one client reaches its release within a cycle of the fault.
+		Steps: []nemesis.Step{{At: segment - 200*time.Millisecond, Fault: "kill-client", Seed: 1}},
+	}
+	var dirs []string
+	cfg.SegmentDone = func(_ int, dir string) { dirs = append(dirs, dir) }
+	_, err := Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Len(t, dirs, 2)
+
+	first, err := history.ReadFile(filepath.Join(dirs[0], results.HistoryFile))
+	require.NoError(t, err)
+	var (
+		kill  *history.Event
+		grant = map[string]history.Event{} // each process's latest, by name
+		last  = map[string]history.Event{} // each process's last event
+	)
+	for i, e := range first.Events {
+		if e.F == history.FAcquire && e.Type == history.OK {
+			grant[e.Process.String()] = e
+		}
+		if e.Process != history.Nemesis {
+			last[e.Process.String()] = e
+		}
+		if e.F == history.NemKill && e.Value.Failpoint == failpointInRelease {
+			kill = &first.Events[i]
+		}
+	}
+	require.NotNil(t, kill, "the holder was killed in its release in the first segment")
+	end := last[kill.Value.Target]
+	assert.Equal(t, []any{history.FRelease, history.Info}, []any{end.F, end.Type}, "%s's release never completed", kill.Value.Target)
+	g, ok := grant[kill.Value.Target]
+	require.True(t, ok, "%s held a grant when it was killed", kill.Value.Target)
+	lease := time.Duration(g.Value.TTLms) * time.Millisecond
+	require.Equal(t, time.Second, lease, "etcd grants a lease of 1s for a TTL of %s", ttl)
+
+	second, err := history.ReadFile(filepath.Join(dirs[1], results.HistoryFile))
+	require.NoError(t, err)
+	var firstOp *history.Event
+	for i, e := range second.Events {
+		if e.Process != history.Nemesis {
+			firstOp = &second.Events[i]
+			break
+		}
+	}
+	require.NotNil(t, firstOp, "the client went on in the second segment")
+	ended := kill.Time + int64(lease)
+	assert.GreaterOrEqual(t, firstOp.Time, ended,
+		"the second segment's first operation came %s after the kill, before the lease of %s the killed holder left could have ended",
+		time.Duration(firstOp.Time-kill.Time).Round(time.Millisecond), lease)
 }

@@ -304,7 +304,7 @@ func TestZooKeeperPartitionMinorityStaysSafe(t *testing.T) {
 	cfg := testConfig(t, "", "unfenced", []string{"partition-minority"}, 30*time.Second)
 	cfg.Run.Backend = "zookeeper"
 	cfg.Run.Params = map[string]string{}
-	cfg.TTL, cfg.Run.TTLms = time.Second, 1000
+	cfg.TTL = time.Second
 	// The majority elects within seconds, but a follower that had just
 	// chosen the old leader waits out initLimit (5 s) before it looks
 	// again, and the election's notifications back off to seconds apart:

@@ -197,9 +197,9 @@ func (w WallOffset) Drift() int64 {
 // before it. A soak is one run whose history is rotated into segments
 // while its clients go on: at each boundary every client finishes its
 // cycle and waits, the faults heal, and the leases the clients held run
-// out (the TTL is waited out) before the next segment's first operation,
-// so no pending operation, fault or lease bounded by a TTL crosses a
-// boundary (docs/history.md says what still can). What does cross is per
+// out (the lease the backend grants, LeaseMs, is waited out) before the
+// next segment's first operation, so no pending operation, fault or lease
+// bounded by a TTL crosses a boundary (docs/history.md says what still can). What does cross is per
 // key: the fences handed out, and the resource's value and highest
 // written fence.
 type SegmentHead struct {
@@ -247,6 +247,7 @@ type RunConfig struct {
 	TimeLimitMs    int64             `json:"time_limit_ms"`
 	PauseMs        int64             `json:"pause_ms,omitempty"`
 	NemesisEveryMs int64             `json:"nemesis_interval_ms,omitempty"`
+	LeaseMs        int64             `json:"lease_ms,omitempty"` // the lease the backend really grants for TTLms
 	Think          string            `json:"think,omitempty"`
 	CommandLine    []string          `json:"command_line,omitempty"`
 	Versions       map[string]string `json:"versions,omitempty"`

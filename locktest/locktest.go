@@ -280,9 +280,7 @@ func (opts Options) config(name, out string, open Open) (harness.Config, *scenar
 		Run: history.RunConfig{
 			Backend: name, Variant: variant, Workload: cmp.Or(opts.Workload, workloads.Unfenced),
 			FenceSource: cmp.Or(opts.FenceSource, workloads.FenceFromLock), Resource: opts.Resource,
-			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: cmp.Or(opts.Keys, 1),
-			TTLms: ttl.Milliseconds(), TimeLimitMs: limit.Milliseconds(), PauseMs: pause.Milliseconds(),
-			NemesisEveryMs: interval.Milliseconds(), Think: think,
+			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: cmp.Or(opts.Keys, 1), Think: think,
 			CommandLine: []string{"go", "test", "-run", runPattern(name)}, Params: maps.Clone(opts.Params),
 		},
 		Out: out, TTL: ttl, Limit: limit, Pause: pause, Interval: interval,

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lockcheck/lockcheck/backends"
 )
 
 // Fault is one fault, declared: its name as the CLI spells it, what it does,
@@ -111,8 +114,7 @@ var capabilityText = map[Capability]string{
 }
 
 // Topology is what a run will offer the nemesis, known before anything
-// starts: the harness derives it from the backend's node specs, its service handle
-// handle and the runtime.
+// starts: TopologyOf derives it from what the harness knows of the run.
 type Topology struct {
 	Backend string // as --backend names it
 	Runtime string // process or docker
@@ -124,6 +126,85 @@ type Topology struct {
 
 // Offer reports whether the topology offers c.
 func (t Topology) Offer(c Capability) bool { return slices.Contains(t.Offers, c) }
+
+// Facts are what the harness knows of a run before anything starts, the
+// whole of what its capabilities follow from (TopologyOf).
+type Facts struct {
+	Backend, Runtime string
+	// Nodes are the nodes the run starts; none for a service that is
+	// already running (--addr).
+	Nodes []backends.NodeSpec
+	// OwnNetwork: the nodes run on a network of the run's own, from which
+	// each can be disconnected (the docker runtime).
+	OwnNetwork bool
+	// Proxied: every connection goes through lockcheck's proxies, which
+	// cut, slow and reset single links (the process runtime's --network
+	// proxy).
+	Proxied bool
+	// NodesCutLinks: each node can drop, slow and reset the packets of
+	// single links in its own network namespace (containers, on a host
+	// with the tools for it).
+	NodesCutLinks bool
+	// Service is the type of the backend's service handle, nil when it has
+	// none: the interfaces it implements are what it can do
+	// (serviceCapabilities).
+	Service reflect.Type
+}
+
+// serviceCapabilities are the capabilities a service handle offers by
+// implementing an interface.
+var serviceCapabilities = []struct {
+	iface reflect.Type
+	cap   Capability
+}{
+	{reflect.TypeFor[LeaderFinder](), CapLeader},
+	{reflect.TypeFor[FailoverService](), CapFailover},
+	{reflect.TypeFor[SessionKiller](), CapSessions},
+	{reflect.TypeFor[Promoter](), CapPromote},
+}
+
+// TopologyOf is what a run with facts f offers the nemesis: the one rule
+// of which capability comes from what.
+func TopologyOf(f Facts) Topology {
+	t := Topology{Backend: f.Backend, Runtime: f.Runtime, Nodes: len(f.Nodes)}
+	for _, s := range f.Nodes {
+		if s.FakeClock {
+			t.ClockNodes++
+		}
+	}
+	if t.Nodes == 0 {
+		// Every capability is some node's.
+		return t
+	}
+	// Every runtime restarts a node on its own ports (a Restarter).
+	t.Offers = append(t.Offers, CapNodes, CapRestart)
+	// A node that copies a peer when wiped has one to copy only when it
+	// is not that peer itself.
+	if t.Nodes == 1 || !slices.ContainsFunc(f.Nodes, func(s backends.NodeSpec) bool { return s.WipedCopiesPeer }) {
+		t.Offers = append(t.Offers, CapWipe)
+	}
+	if t.ClockNodes > 0 {
+		t.Offers = append(t.Offers, CapClock)
+	}
+	if t.ClockNodes == t.Nodes {
+		t.Offers = append(t.Offers, CapAllClocks)
+	}
+	if t.Nodes >= 3 {
+		t.Offers = append(t.Offers, CapMajority)
+	}
+	if f.OwnNetwork || f.Proxied {
+		t.Offers = append(t.Offers, CapPartition)
+	}
+	if f.Proxied || f.NodesCutLinks {
+		t.Offers = append(t.Offers, CapLinks, CapShape)
+	}
+	for _, sc := range serviceCapabilities {
+		if f.Service != nil && f.Service.Implements(sc.iface) {
+			t.Offers = append(t.Offers, sc.cap)
+		}
+	}
+	return t
+}
 
 // UnavailableError refuses a fault on a topology that lacks what it needs.
 type UnavailableError struct {

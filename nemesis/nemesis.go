@@ -75,8 +75,9 @@ type Env struct {
 	Rand   *rand.Rand
 	// Pause is how long a pause lasts.
 	Pause time.Duration
-	// TTL is the lease length of the lock under test, for faults that must
-	// act within one lease.
+	// TTL is the lease the lock under test really grants (the backend's,
+	// for the run's --ttl: etcd rounds it up to whole seconds), for faults
+	// that must act within one lease or outlast it.
 	TTL time.Duration
 	// OpTimeout bounds each operation of a client: a command a client sent
 	// to a stopped node has an unknown outcome by then.

@@ -83,16 +83,18 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 	if len(f.Timeline) > 0 {
 		nemesis = []string{"script"}
 	}
+	// Parse found the backend; the pause outlasts the lease it grants.
+	b, _, _ := catalog.Lookup(f.Backend, f.Variant)
+	lease := b.GrantedLease(ttl, params)
 	return harness.Config{
 		Run: history.RunConfig{
 			Backend: f.Backend, Variant: f.Variant, Workload: f.Workload, FenceSource: f.FenceSource,
-			Resource: f.Resource, Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, TTLms: ttl.Milliseconds(),
-			TimeLimitMs: f.TimeLimit.D().Milliseconds(), PauseMs: (2 * ttl).Milliseconds(), Think: f.Think,
+			Resource: f.Resource, Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, Think: f.Think,
 			CommandLine: []string{"lockcheck", "scenario", "run", f.Name},
 			Params:      params,
 			Scenario:    &history.ScenarioInfo{Name: f.Name, Title: f.Title, Source: f.Source, Explain: f.Explain},
 		},
-		Out: out, Programs: programs, TTL: ttl, Limit: f.TimeLimit.D(), Pause: 2 * ttl,
+		Out: out, Programs: programs, TTL: ttl, Lease: lease, Limit: f.TimeLimit.D(), Pause: 2 * lease,
 		Interval: f.TimeLimit.D(), Think: f.Think, Retry: 10 * time.Millisecond, OpTimeout: time.Second,
 		Script: f.Actions(), Logger: slog.Default(),
 	}

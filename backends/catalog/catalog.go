@@ -105,6 +105,20 @@ type Backend struct {
 	// a lease that lasts until it is released (a session lock); without
 	// it, such a grant is refused at the first one (workloads.LeaseError).
 	LeasesUntilRelease bool
+	// Lease, if set, is the lease the backend really grants when a client
+	// asks for ttl, under the run's params, for a backend that rounds or
+	// clamps it; see GrantedLease.
+	Lease func(ttl time.Duration, params map[string]string) time.Duration
+}
+
+// GrantedLease is the lease b really grants for ttl under params: what a
+// run waits out and judges its faults against, and what the default
+// --pause outlasts. A backend without Lease grants ttl.
+func (b Backend) GrantedLease(ttl time.Duration, params map[string]string) time.Duration {
+	if b.Lease == nil {
+		return ttl
+	}
+	return b.Lease(ttl, params)
 }
 
 // EveryVariant says yes for every variant: a backend whose variants all
@@ -128,10 +142,6 @@ type Settings struct {
 	Backend string
 	Faults  []string
 	TTL     time.Duration
-	// Lease is the lease the backend really grants for TTL; a backend that
-	// rounds or clamps the TTL raises it, and the default --pause outlasts
-	// it.
-	Lease time.Duration
 	// Params are the run's parameters, which its history records; flags add
 	// theirs.
 	Params map[string]string

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/etcd"
+	"github.com/lockcheck/lockcheck/backends/zookeeper"
 )
 
 // Every node of every backend names the image it runs in under the docker
@@ -55,11 +58,13 @@ func TestBackendFlagsDefaultsApplyToEveryBackend(t *testing.T) {
 	require.NoError(t, fl.Parse(nil))
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			s := Settings{Backend: name, TTL: 500 * time.Millisecond, Lease: 500 * time.Millisecond, Params: map[string]string{}, Changed: fl.Changed}
+			s := Settings{Backend: name, TTL: 500 * time.Millisecond, Params: map[string]string{}, Changed: fl.Changed}
 			for _, a := range apply {
 				require.NoError(t, a(&s))
 			}
-			assert.GreaterOrEqual(t, s.Lease, s.TTL)
+			b, _, err := Lookup(name, "")
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, b.GrantedLease(s.TTL, s.Params), s.TTL)
 		})
 	}
 }
@@ -81,5 +86,32 @@ func TestSharedDeclarationsAreListedOnce(t *testing.T) {
 	for _, p := range AllPrograms() {
 		assert.False(t, names[p.Name], "program %s listed twice", p.Name)
 		names[p.Name] = true
+	}
+}
+
+// The lease a backend grants is the one its own client gets: etcd rounds
+// a TTL up to whole seconds and to its shortest lease, ZooKeeper clamps it
+// to [2, 20] ticks, and the others grant what they are asked.
+func TestGrantedLeaseIsTheOneTheBackendGrants(t *testing.T) {
+	for _, tt := range []struct {
+		backend string
+		ttl     time.Duration
+		params  map[string]string
+		want    time.Duration
+	}{
+		{"redis", 500 * time.Millisecond, nil, 500 * time.Millisecond},
+		{"etcd", 500 * time.Millisecond, nil, time.Second},
+		{"etcd", 1500 * time.Millisecond, nil, 2 * time.Second},
+		{"etcd", time.Second, map[string]string{etcd.ParamElection: "2s"}, 3 * time.Second},
+		{"zookeeper", 500 * time.Millisecond, nil, 500 * time.Millisecond},
+		{"zookeeper", 100 * time.Millisecond, nil, 200 * time.Millisecond},
+		{"zookeeper", 5 * time.Second, nil, 2 * time.Second},
+		{"zookeeper", 5 * time.Second, map[string]string{zookeeper.ParamTick: "500ms"}, 5 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%s %s %v", tt.backend, tt.ttl, tt.params), func(t *testing.T) {
+			b, _, err := Lookup(tt.backend, "")
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, b.GrantedLease(tt.ttl, tt.params))
+		})
 	}
 }

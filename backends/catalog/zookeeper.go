@@ -47,6 +47,11 @@ func init() {
 		Flags:     &Flags{Bind: zookeeperFlags},
 		Signature: []string{"pause-holder"},
 		RunNode:   zookeeper.RunServerFromEnv,
+		Lease: func(ttl time.Duration, params map[string]string) time.Duration {
+			tick, _ := zookeeper.TickFrom(params) // checked by the flags; a bad one is the default
+			timeout, _ := sessionTimeout(ttl, tick)
+			return timeout
+		},
 	})
 }
 
@@ -67,7 +72,6 @@ func zookeeperFlags(fl *pflag.FlagSet) func(*Settings) error {
 		}
 		timeout, why := sessionTimeout(s.TTL, t)
 		s.Params[zookeeper.ParamSessionTimeout] = timeout.String() + why
-		s.Lease = timeout
 		return nil
 	}
 }

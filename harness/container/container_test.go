@@ -19,7 +19,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/redis"
-	"github.com/lockcheck/lockcheck/harness/procstate"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 )
 
 func TestParseLdd(t *testing.T) {

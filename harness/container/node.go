@@ -20,7 +20,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/harness/faketime"
-	"github.com/lockcheck/lockcheck/harness/procstate"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 )
 
 // Node is a server of the lock service running as PID 1 of its own

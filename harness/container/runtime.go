@@ -31,7 +31,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 
 	"github.com/lockcheck/lockcheck/backends"
-	"github.com/lockcheck/lockcheck/harness/procstate"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 )
 
 // Labels on everything a runtime creates.

@@ -30,7 +30,7 @@ func TestCompareDefaultsCoverEveryBackend(t *testing.T) {
 	got := map[string]bool{}
 	for _, c := range cells {
 		got[c.Backend+" "+c.Workload+" "+results.FaultsName(c.Nemesis)] = true
-		assert.Equal(t, defaultCellLimit.Milliseconds(), c.cfg.Run.TimeLimitMs)
+		assert.Equal(t, defaultCellLimit, c.cfg.Limit)
 	}
 	for _, name := range catalog.Names() {
 		for _, w := range []string{"fenced", "unfenced"} {

@@ -86,6 +86,8 @@ func TestEtcdWithoutFaultsIsClean(t *testing.T) {
 
 	// The session TTL is --ttl rounded up to whole seconds, and says so.
 	assert.Equal(t, "1s (--ttl 500ms rounded up to etcd's whole seconds)", r.config.Params[etcd.ParamSessionTTL])
+	assert.EqualValues(t, 500, r.config.TTLms, "the TTL asked for")
+	assert.EqualValues(t, 1000, r.config.LeaseMs, "the lease etcd grants for it")
 	assert.EqualValues(t, 2000, r.config.PauseMs, "the default pause outlasts the session's real lease")
 	for _, g := range grants(r.events) {
 		assert.EqualValues(t, 1000, g.Value.TTLms, "every grant promises the lease etcd granted")

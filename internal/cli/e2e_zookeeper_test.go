@@ -53,6 +53,7 @@ func TestZooKeeperWithoutFaultsIsClean(t *testing.T) {
 	assert.Positive(t, c.Liveness.Grants)
 
 	assert.Equal(t, "500ms", r.config.Params[zookeeper.ParamSessionTimeout])
+	assert.EqualValues(t, 500, r.config.LeaseMs, "the session timeout the servers grant")
 	assert.EqualValues(t, 1000, r.config.PauseMs, "the default pause outlasts the session")
 	for _, g := range grants(r.events) {
 		assert.EqualValues(t, 500, g.Value.TTLms, "every grant promises the session timeout the servers granted")

@@ -95,7 +95,7 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.StringVar(&f.resource, "resource", resource.Memory, "the protected resource: memory (lockcheck's own in-memory store, exact ground truth) or postgres (a row of a real PostgreSQL database started as node pg-0: the fenced write is UPDATE ... WHERE fence_token < $fence AND read_fence <= $fence, and an audit table written in the same transaction is the ground truth)")
 	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock")
 	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs")
-	fl.DurationVar(&f.pause, "pause", 0, "how long a pause fault lasts (0: twice the TTL, so a paused holder outlives its lease)")
+	fl.DurationVar(&f.pause, "pause", 0, "how long a pause fault lasts (0: twice the lease the backend grants for --ttl, so a paused holder outlives its lease)")
 	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the pause plus one second)")
 	fl.StringVar(&f.think, "think", "20ms", "time a client works inside the lock, a duration or a range such as 10ms-50ms")
 	fl.DurationVar(&f.retry, "retry", 10*time.Millisecond, "pause of a client after the lock was refused to it")
@@ -222,19 +222,20 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	default:
 		return harness.Config{}, fmt.Errorf("--fence-source %q: choose lock, resource or none", f.fenceSource)
 	}
-	_, variant, err := catalog.Lookup(f.backend, f.variant)
+	backend, variant, err := catalog.Lookup(f.backend, f.variant)
 	if err != nil {
 		return harness.Config{}, err
 	}
-	settings := catalog.Settings{Backend: f.backend, Faults: faults, TTL: f.ttl, Lease: f.ttl, Params: map[string]string{}, Changed: f.changed}
+	settings := catalog.Settings{Backend: f.backend, Faults: faults, TTL: f.ttl, Params: map[string]string{}, Changed: f.changed}
 	for _, apply := range f.backendFlags {
 		if err := apply(&settings); err != nil {
 			return harness.Config{}, err
 		}
 	}
+	lease := backend.GrantedLease(f.ttl, settings.Params)
 	if f.pause == 0 {
 		// The default pause outlasts the lease the backend really grants.
-		f.pause = 2 * settings.Lease
+		f.pause = 2 * lease
 	}
 	if f.interval == 0 {
 		f.interval = f.pause + time.Second
@@ -242,12 +243,10 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	cfg := harness.Config{
 		Run: history.RunConfig{
 			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource, Resource: f.resource,
-			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, TTLms: f.ttl.Milliseconds(),
-			TimeLimitMs: f.limit.Milliseconds(), PauseMs: f.pause.Milliseconds(),
-			NemesisEveryMs: f.interval.Milliseconds(), Think: f.think, CommandLine: commandLine,
+			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, Think: f.think, CommandLine: commandLine,
 		},
 		Out: f.out, Programs: maps.Clone(f.programs),
-		TTL: f.ttl, Limit: f.limit, Pause: f.pause, Interval: f.interval,
+		TTL: f.ttl, Lease: lease, Limit: f.limit, Pause: f.pause, Interval: f.interval,
 		Think: f.think, Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
 	}
 	cfg.Run.Params = settings.Params

@@ -40,9 +40,9 @@ logs in the soak directory's nodes/ and logs/), and the faults follow one
 schedule drawn from the seed for the whole duration.
 
 At each boundary the segment's faults heal, every client finishes its cycle
-and waits before its next acquire, and the TTL is waited out, so that no
-lease, pending operation or fault crosses into the next segment; the
-history and the resource log then move to the next segment's files, whose
+and waits before its next acquire, and the lease the backend grants for the
+TTL is waited out, so that no lease, pending operation or fault crosses
+into the next segment; the history and the resource log then move to the next segment's files, whose
 header carries what the segment leaves (each key's highest fence, and the
 resource's value and highest written fence: docs/history.md), and the
 clients go on. Each segment is checked online as it is recorded (the

@@ -47,11 +47,16 @@ func init() {
 		Flags:     &catalog.Flags{Bind: etcdFlags},
 		Signature: []string{"pause-holder"},
 		RunNode:   etcd.RunMemberFromEnv,
+		Lease: func(ttl time.Duration, params map[string]string) time.Duration {
+			t, _ := etcd.TimingFrom(params) // checked by the flags; a bad one is the default
+			lease, _ := sessionTTL(ttl, t)
+			return lease
+		},
 	})
 }
 
 // etcdFlags are the members' raft timing; they also fix the lease a session
-// really gets, which the default pause must outlast.
+// really gets (the backend's Lease), which the history records.
 func etcdFlags(fl *pflag.FlagSet) func(*catalog.Settings) error {
 	heartbeat := fl.Duration(etcd.ParamHeartbeat, etcd.DefaultTiming.Heartbeat, "etcd: raft heartbeat interval of the members")
 	election := fl.Duration(etcd.ParamElection, etcd.DefaultTiming.Election, "etcd: raft election timeout of the members; etcd's shortest lease is 1.5 times it, rounded up to whole seconds")
@@ -67,7 +72,6 @@ func etcdFlags(fl *pflag.FlagSet) func(*catalog.Settings) error {
 		}
 		ttl, why := sessionTTL(s.TTL, t)
 		s.Params[etcd.ParamSessionTTL] = ttl.String() + why
-		s.Lease = ttl
 		return nil
 	}
 }

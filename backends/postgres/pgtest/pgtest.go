@@ -17,7 +17,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/postgres"
-	"github.com/lockcheck/lockcheck/harness/procstate"
+	"github.com/lockcheck/lockcheck/internal/procstate"
 )
 
 // Main is the TestMain of a package whose tests start nodes: the node is
