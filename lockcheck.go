@@ -15,6 +15,15 @@
 //
 //	go run . run --nemesis pause-holder   # your backend is the default
 //
+// Your Backend says two things of your lock that a run holds it to. Each
+// Grant carries the lease the service promises (Grant.TTL), unless the
+// lock holds a grant until it is released (a session lock:
+// Backend.LeasesUntilRelease); a run stops at the first Grant with no TTL
+// from a lock that does not say so. And Backend.Fences says that Acquire
+// hands out a fence (Grant.Fence): a fenced run takes its fences from the
+// lock unless told --fence-source resource, and is refused before it
+// starts for a lock that hands out none.
+//
 // Clients run as worker processes that are your executable started again,
 // so a pause of the holder stops your code where it stands. Register must
 // therefore run on every start of the program (in main before Main, or in
@@ -129,6 +138,21 @@ type Backend struct {
 	Topology string
 	// Open builds one client of your lock.
 	Open func(Config) (Lock, error)
+	// Fences says that your Acquire hands out a fence: Grant.Fence, a
+	// number that rises with every grant. A fenced run (--workload fenced)
+	// takes its fences from the lock unless told otherwise: with Fences
+	// false, such a run is refused before it starts (use --fence-source
+	// resource, the resource's own sequence, which works with every lock),
+	// since the resource would refuse every write and the run would test
+	// nothing. A lock that says nothing about fences hands out none.
+	Fences bool
+	// LeasesUntilRelease says that your lock holds a grant until it is
+	// released (a session lock, whose lease ends with the client's
+	// session): a Grant whose TTL is 0 is then a lease with no deadline.
+	// Without it, Grant.TTL is the lease the service promises, and a run
+	// stops at the first Grant whose TTL is 0, naming it: a client could
+	// not tell for how long it holds the lock, and would skip every write.
+	LeasesUntilRelease bool
 }
 
 // Register adds your backend to the command line Main runs; the first one
@@ -167,6 +191,11 @@ func Register(b Backend) {
 		entry.Nodes, entry.ClientAddrs, entry.Ready, entry.Service = top.Nodes, top.ClientAddrs, top.Ready, top.Service
 		entry.PrepareAddrs = top.PrepareAddrs
 		entry.Programs, entry.Signature, entry.Diskless = top.Programs, top.Signature, top.Diskless
+	}
+	// What your lock says of itself, not what its topology's backend does.
+	entry.LeasesUntilRelease = b.LeasesUntilRelease
+	if b.Fences {
+		entry.Fences = catalog.EveryVariant
 	}
 	catalog.Register(entry)
 	if !registered {

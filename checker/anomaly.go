@@ -3,16 +3,34 @@ package checker
 // firstAnomaly is the time of the earliest piece of evidence of a check that
 // failed: a lease granted over a live one, a double-ownership window whose
 // writes landed (unfenced), a lost update or accepted stale write, a fence
-// that did not rise, the end of an illegal linearizability segment. ok
+// that did not rise, the end of an illegal linearizability segment, the
+// first refusal of an orphaned key. ok
 // is false when no check failed. It reads the evidence the checks kept
 // (the first maxEvidence items of each), so in a history with more
 // anomalies than that on several keys it is the earliest of those kept.
 func firstAnomaly(r *Result, fenced bool) (at int64, ok bool) {
-	note := func(t int64) {
+	eachAnomaly(r, fenced, func(t int64) {
 		if !ok || t < at {
 			at, ok = t, true
 		}
-	}
+	})
+	return at, ok
+}
+
+// anomalyUnderFault says whether some evidence of a failed check lies
+// within a fault's interval: then the run did test what its faults aim
+// at, whatever their landings say (one that the run's end cut short).
+func anomalyUnderFault(r *Result, fenced bool) bool {
+	under := false
+	eachAnomaly(r, fenced, func(t int64) {
+		under = under || len(faultsDuring(r.Faults, t, t)) > 0
+	})
+	return under
+}
+
+// eachAnomaly calls note with the time of each piece of evidence of a check
+// that failed, as firstAnomaly says.
+func eachAnomaly(r *Result, fenced bool, note func(int64)) {
 	c := &r.Checks
 	ctx := JudgeContext{Fenced: fenced, T0: r.Span.Start}
 	failed := func(j Judged) bool { return j.Judge(ctx).Status == StatusFailed }
@@ -44,7 +62,12 @@ func firstAnomaly(r *Result, fenced bool) (at int64, ok bool) {
 		// Somewhere in the segment; certain only once it is complete.
 		note(c.Linearizability.Window.End)
 	}
-	return at, ok
+	if failed(&c.Liveness) {
+		// The first refusal while nobody held the key.
+		for _, o := range c.Liveness.Orphans {
+			note(o.FirstRefused)
+		}
+	}
 }
 
 // firstAnomalyMs is firstAnomaly in milliseconds from the start of the
@@ -67,8 +90,9 @@ type CheckAnomalies struct {
 // AnomaliesByCheck counts the anomalies of each check that failed, in
 // results.json's order: violations, landed writes in double ownership
 // (unfenced), lost updates and accepted stale writes, fence regressions
-// and duplicates, one for an illegal linearizability result. fenced says
-// whether the workload's resource checks fences.
+// and duplicates, one for an illegal linearizability result, orphaned
+// stretches of a key. fenced says whether the workload's resource checks
+// fences.
 func AnomaliesByCheck(r *Result, fenced bool) []CheckAnomalies {
 	c := &r.Checks
 	counts := map[string]int{
@@ -77,6 +101,7 @@ func AnomaliesByCheck(r *Result, fenced bool) []CheckAnomalies {
 		"resource":         c.Resource.LostUpdates + c.Resource.StaleWritesAccepted,
 		"fencing":          c.Fencing.Regressions + c.Fencing.Duplicates,
 		"linearizability":  1,
+		"liveness":         c.Liveness.Orphaned,
 	}
 	var out []CheckAnomalies
 	for _, nc := range c.List() {

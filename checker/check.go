@@ -100,6 +100,7 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 		Liveness:        checkLiveness(f, s.latencies),
 	}
 	r.Checks.Resource.withUnjudged(s.unjudged)
+	r.Checks.Resource.withUntiedLog(s.logKeys, f.keys)
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
 	fenced := hd.Config.Guarded()
@@ -108,7 +109,23 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 	r.UnknownReasons = runUnknownReasons(hd, f, r)
 	r.Reason = withRunReasons(r)
 	r.FirstAnomalyMs = firstAnomalyMs(r, fenced)
+	if w := hd.WallOffset; w != nil {
+		r.ClockDriftMs = new(ms(w.Drift()))
+	}
 	return r, nil
+}
+
+// driftAllowance is the clock allowance of a history whose times were
+// carried from a server's wall clock through an offset that drifted
+// (history.WallOffset): each such time may be off by the drift, so every
+// lease is taken as certainly live for the drift less. A history without
+// offsets keeps base.
+func driftAllowance(base func(ttlMs int64) int64, w *history.WallOffset) func(ttlMs int64) int64 {
+	if w == nil || w.Drift() == 0 {
+		return base
+	}
+	drift := w.Drift()
+	return func(ttlMs int64) int64 { return base(ttlMs) + drift }
 }
 
 // verdict is false when a check failed (lease safety, resource, fencing,

@@ -19,8 +19,11 @@ func TestVerdict(t *testing.T) {
 			Liveness:        Liveness{AcquireAttempts: 1, Grants: 1},
 		}
 	}
-	// A history that wrote: the run tested something.
-	wrote := &history.History{Header: history.Header{Started: "2026-11-30T05:00:00Z"}, Events: []history.Event{{Process: 0, Type: history.Invoke, F: history.FWrite}, {Process: history.Nemesis, Type: history.Info, F: history.NemRunEnd}}}
+	// A history that wrote, and had a write accepted: the run tested
+	// something.
+	wrote := &history.History{Header: history.Header{Started: "2026-11-30T05:00:00Z"}, Events: []history.Event{
+		{Process: 0, Type: history.Invoke, F: history.FWrite}, {Process: 0, Type: history.OK, F: history.FWrite},
+		{Process: history.Nemesis, Type: history.Info, F: history.NemRunEnd}}}
 	tests := []struct {
 		name    string
 		change  func(c *Checks)

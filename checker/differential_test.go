@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/assert"
 	"pgregory.net/rapid"
 
 	"github.com/lockcheck/lockcheck/checker/checktest"
@@ -139,4 +140,38 @@ func TestDifferentialStream(t *testing.T) {
 			rt.Fatalf("streamed check differs:\nwant %+v\ngot  %+v\n%s", want, streamed, text)
 		}
 	})
+}
+
+// TestDifferentialOrphans holds the orphaned-lock rule of the liveness
+// check (a sweep of each key's claims and refusals, a stretch at a time)
+// against the oracle, which applies docs/history.md's definition to every
+// pair of refusals, on random histories whose lock service orphans the key
+// or stays honest: the same orphaned stretches, from the same moment to
+// the same moment, with the same refusals.
+func TestDifferentialOrphans(t *testing.T) {
+	manyChecks(t)
+	var histories, orphaned, agreed int
+	defer func() {
+		t.Logf("%d histories, %d of them orphaned; the rule and the oracle agreed on %d", histories, orphaned, agreed)
+	}()
+	rapid.Check(t, func(rt *rapid.T) {
+		b := checktest.RandomOrphan(rt)
+		h := b.Build(rt)
+		histories++
+		l := Check(h, nil, Options{}).Checks.Liveness
+		want := oracleOrphans(h)
+		var got []oracleOrphan
+		for _, o := range l.Orphans {
+			got = append(got, oracleOrphan{from: o.From, to: o.To, refused: o.Refused})
+		}
+		if l.Orphaned != len(want) || !reflect.DeepEqual(got, want) {
+			rt.Fatalf("orphaned stretches: the liveness check found %d %+v, the oracle %d %+v\n%s", l.Orphaned, got, len(want), want, b.JSONL(rt))
+		}
+		if len(want) > 0 {
+			orphaned++
+		}
+		agreed++
+	})
+	assert.Positive(t, orphaned, "some histories are orphaned")
+	assert.Less(t, orphaned, histories, "and some are not")
 }

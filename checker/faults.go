@@ -18,9 +18,12 @@ func collectFaults(nemesis []*history.Event, spanEnd int64) []Fault {
 	open := map[string]int{} // verb + target -> index in faults of an unhealed fault
 	for _, e := range nemesis {
 		var target, failpoint, detail string
-		var step int
+		var step *int
 		if e.Value != nil {
-			target, failpoint, detail, step = e.Value.Target, e.Value.Failpoint, e.Value.Detail, e.Value.Step
+			target, failpoint, detail = e.Value.Target, e.Value.Failpoint, e.Value.Detail
+			if e.Value.Step != nil {
+				step = history.Int(*e.Value.Step) // a copy: the event's value is not kept
+			}
 		}
 		heal := func(verb string) {
 			if i, ok := open[verb+" "+target]; ok {

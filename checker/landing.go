@@ -33,20 +33,27 @@ func faultLanding(nemesis []*history.Event, faults []Fault, cfg history.RunConfi
 			continue
 		}
 		l.Injected++
-		steps[e.Value.Step] = e.Value
+		if e.Value.Step != nil {
+			steps[*e.Value.Step] = e.Value
+		}
 		if e.Value.Landed != nil && *e.Value.Landed {
 			l.Landed++
 		} else if l.Missed == "" {
-			l.Missed = fmt.Sprintf("%s: %s", e.Value.Fault, e.Value.Detail)
+			l.Missed = missedStep(e.Value)
 		}
 	}
 	legacy := l.Injected == 0 && len(faults) > 0
 	l.judged = len(cfg.Nemesis) > 0 && !legacy
 	for i := range faults {
 		f := &faults[i]
-		switch v, ok := steps[f.Step]; {
+		var v *history.Value
+		ok := false
+		if f.Step != nil {
+			v, ok = steps[*f.Step]
+		}
+		switch {
 		case legacy:
-		case f.Step == 0:
+		case f.Step == nil:
 			f.Landed, f.Why = true, "observed: the service did it"
 		case ok:
 			f.Landed, f.Why = v.Landed != nil && *v.Landed, v.Detail
@@ -55,6 +62,26 @@ func faultLanding(nemesis []*history.Event, faults []Fault, cfg history.RunConfi
 		}
 	}
 	return l
+}
+
+// missedStep names a step that missed, and why, as its landing event v
+// says: "clock-pause: the minority came back late"; a landing written by
+// another program may leave out the detail, or the fault too.
+func missedStep(v *history.Value) string {
+	switch {
+	case v.Fault != "" && v.Detail != "":
+		return v.Fault + ": " + v.Detail
+	case v.Fault != "":
+		return v.Fault + " (its landing event gives no reason)"
+	}
+	step := "a step"
+	if v.Step != nil {
+		step = fmt.Sprintf("step %d", *v.Step)
+	}
+	if v.Detail != "" {
+		return step + ": " + v.Detail
+	}
+	return step + " (its landing event names no fault and gives no reason)"
 }
 
 // Judged says whether the run was judged by its landings: it had a nemesis

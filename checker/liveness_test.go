@@ -44,8 +44,25 @@ func TestLivenessStuckAfterKillAtFailpoint(t *testing.T) {
 	assert.Equal(t, 41+41+2*157+1, l.AcquireAttempts)
 	assert.Equal(t, 41+2*157, l.AcquireFailed)
 
-	assert.Equal(t, Valid, r.Valid, "a stuck lock is not unsafe")
-	assert.Contains(t, r.Reason, "; but the lock was stuck until the end: c3 was killed between SETNX and EXPIRE at 4.20s")
+	// Nobody can hold the key after c3's acquire: had EXPIRE run, its
+	// 100 ms lease would have ended by 4.30s; the clients are refused to
+	// the end of the run, 15.6s, far past the 1.2s orphan bound.
+	assert.Equal(t, Invalid, r.Valid, "a lock nobody can take again is broken")
+	assert.Equal(t, 1, l.Orphaned)
+	require.Len(t, l.Orphans, 1)
+	o := l.Orphans[0]
+	assert.Equal(t, at(4300), o.From)
+	assert.Equal(t, at(20000), o.To)
+	assert.True(t, o.UntilEnd)
+	assert.Equal(t, 2*157-1, o.Refused, "c0's refusal at 4.30s overlaps the end of c3's claim")
+	assert.InDelta(t, 1200, o.BoundMs, 1e-9)
+	require.NotNil(t, o.Holder)
+	assert.Equal(t, history.Process(3), *o.Holder)
+	assert.Equal(t, "nobody held lock-0 from 4.30s to the end of the run, yet 313 acquires were refused over 15.6s; "+
+		"c3 was killed between SETNX and EXPIRE at 4.20s, before its acquire returned: the lock key was left with no TTL; "+
+		"had it been granted its 100 ms lease, that would have ended by 4.30s; at the end of the run: lock-0 has no TTL (PTTL -1)", o.Reason)
+	assert.Equal(t, "The lock was orphaned: "+o.Reason+".", r.Reason)
+	assert.Equal(t, StatusFailed, l.Judge(JudgeContext{}).Status)
 	require.Len(t, r.Faults, 1, "the failpoint, run-end and inspect events are no faults")
 	assert.Equal(t, Fault{Kind: history.NemKill, Target: "c3", Start: at(4200), End: at(4200), Failpoint: "setnx-expire-gap", Index: r.Faults[0].Index}, r.Faults[0])
 }
@@ -105,10 +122,17 @@ func TestStallReason(t *testing.T) {
 		},
 		{
 			name: "a lock stuck until the end says what the nemesis inspected",
-			b: newBuilder("fenced").Acquire(0, 0, 1, 1).AcquireFail(1, 10, 11).AcquireFail(1, 250, 251).
-				Nemesis(300, history.NemRunEnd, "", "", "").Nemesis(301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
+			b: newBuilder("fenced").Acquire(0, 0, 1, 1).Nemesis(5, history.NemKill, "c0", "", "").AcquireFail(1, 10, 11).
+				AcquireFail(1, 250, 251).AcquireFail(1, 1500, 1501).
+				Nemesis(1600, history.NemRunEnd, "", "", "").Nemesis(1601, history.NemInspect, "redis-0", "", "lock-0 has PTTL -1"),
 			stuck:  true,
-			reason: "nobody got the lock from 0.00s to the end of the run although clients kept trying; at the end of the run: lock-0 has PTTL 900",
+			reason: "nobody got the lock from 0.00s to the end of the run although clients kept trying; at the end of the run: lock-0 has PTTL -1",
+		},
+		{
+			name: "a lock held until the end by a holder that is still there is not stuck",
+			b: newBuilder("fenced").Acquire(0, 0, 1, 1).AcquireFail(1, 10, 11).AcquireFail(1, 1250, 1251).
+				Nemesis(1300, history.NemRunEnd, "", "", "").Nemesis(1301, history.NemInspect, "redis-0", "", "lock-0 has PTTL 900"),
+			reason: "",
 		},
 	}
 	for _, tt := range tests {
@@ -130,4 +154,133 @@ func TestLivenessShortFinalGapIsNotStuck(t *testing.T) {
 	b.Nemesis(150, history.NemRunEnd, "", "", "interrupted")
 	l := check(t, b).Checks.Liveness
 	assert.False(t, l.StuckUntilEnd, "a 40 ms gap under a 100 ms lease is not stuck")
+}
+
+// sessionGrant adds a grant of a lock bound to a server session (no TTL).
+func sessionGrant(b *builder, p history.Process, inv, ok float64) *builder {
+	return b.Op(p, history.FAcquire, inv, nil, ok, history.OK, &history.Value{Token: p.String(), Session: "pg-0/" + p.String()})
+}
+
+// refusals adds busy refusals of p every 100 ms from from to to.
+func refusals(b *builder, p history.Process, from, to float64) *builder {
+	for ms := from; ms < to; ms += 100 {
+		b.AcquireFail(p, ms, ms+1)
+	}
+	return b
+}
+
+// TestOrphanedLock: the lock is orphaned only when nobody can hold it and
+// clients are refused past the bound (2 x TTL + 1 s; 1 s without a TTL).
+func TestOrphanedLock(t *testing.T) {
+	tests := []struct {
+		name     string
+		b        func() *builder
+		orphaned bool
+		from, to float64
+		untilEnd bool
+		reason   string
+	}{
+		{
+			name: "an advisory lock left on a pooled connection: the release freed nothing",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Config.TTLms = 0
+				sessionGrant(b, 0, 0, 1)
+				b.Op(0, history.FRelease, 10, &history.Value{Token: "c0"}, 11, history.OK, &history.Value{Accepted: history.Bool(false)})
+				refusals(b, 1, 20, 2500)
+				return b.Nemesis(2600, history.NemRunEnd, "", "", "")
+			},
+			orphaned: true, from: 11, to: 2600, untilEnd: true,
+			reason: "nobody held lock-0 from 0.01s to the end of the run, yet 25 acquires were refused over 2.4s; the last to hold it, c0, released it at 0.01s " +
+				"and the service answered that it held nothing to release (accepted: false)",
+		},
+		{
+			name: "a paused holder whose lease is live holds the lock",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Acquire(0, 0, 1, -1).Nemesis(2, history.NemPause, "c0", "", "")
+				refusals(b, 1, 20, 3000)
+				return b.Nemesis(3000, history.NemResume, "c0", "", "").Release(0, 3001, 3002).Nemesis(3100, history.NemRunEnd, "", "", "")
+			},
+		},
+		{
+			name: "a slow service that refuses while the holder works",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Config.TTLms = 0
+				sessionGrant(b, 0, 0, 1).Release(0, 2990, 3000)
+				for ms := 10.0; ms < 2300; ms += 700 {
+					b.AcquireFail(1, ms, ms+650)
+				}
+				return b.Acquire(1, 3010, 3011, -1).Release(1, 3020, 3021).Nemesis(3100, history.NemRunEnd, "", "", "")
+			},
+		},
+		{
+			name: "a short gap before the end of the run, the lock free",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Config.TTLms = 0
+				sessionGrant(b, 0, 0, 1).Release(0, 10, 11)
+				b.AcquireFail(1, 12, 13).AcquireFail(1, 40, 41)
+				return b.Nemesis(60, history.NemRunEnd, "", "", "")
+			},
+		},
+		{
+			name: "a session whose client gave up behind a partition lives until the heal",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Config.TTLms = 0
+				sessionGrant(b, 0, 0, 1)
+				b.Nemesis(5, history.NemPartition, "c0", "", "")
+				b.Op(0, history.FWrite, 10, &history.Value{Value: history.Int64(1), Read: history.Int64(0), Req: "0-1"}, 1010, history.Info, nil)
+				refusals(b, 1, 20, 3000)
+				b.Nemesis(2900, history.NemHeal, "c0", "", "")
+				return b.Acquire(1, 3000, 3001, -1).Release(1, 3010, 3011).Nemesis(3100, history.NemRunEnd, "", "", "")
+			},
+		},
+		{
+			name: "a killed holder's lease runs out within the bound",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Acquire(0, 0, 1, -1).Nemesis(5, history.NemKill, "c0", "", "")
+				refusals(b, 1, 20, 1150)
+				return b.Acquire(1, 1200, 1201, -1).Release(1, 1210, 1211).Nemesis(1300, history.NemRunEnd, "", "", "")
+			},
+		},
+		{
+			name: "a killed holder's key that outlives its lease by more than the bound",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Acquire(0, 0, 1, -1).Nemesis(5, history.NemKill, "c0", "", "")
+				refusals(b, 1, 20, 1550)
+				return b.Acquire(1, 1600, 1601, -1).Release(1, 1610, 1611).Nemesis(1700, history.NemRunEnd, "", "", "")
+			},
+			orphaned: true, from: 105, to: 1600,
+			reason: "nobody held lock-0 from 0.10s to 1.60s, yet 15 acquires were refused over 1.4s; the last to hold it, c0, was killed at 0.01s; its 100 ms lease was over by 0.10s",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := check(t, tt.b())
+			l := r.Checks.Liveness
+			if !tt.orphaned {
+				assert.Zero(t, l.Orphaned, "%+v", l.Orphans)
+				assert.False(t, l.StuckUntilEnd)
+				assert.Equal(t, StatusOK, l.Judge(JudgeContext{}).Status)
+				assert.NotEqual(t, Invalid, r.Valid, r.Reason)
+				return
+			}
+			require.Equal(t, 1, l.Orphaned)
+			o := l.Orphans[0]
+			assert.Equal(t, at(tt.from), o.From)
+			assert.Equal(t, at(tt.to), o.To)
+			assert.Equal(t, tt.untilEnd, o.UntilEnd)
+			assert.Equal(t, tt.untilEnd, l.StuckUntilEnd)
+			assert.Equal(t, tt.reason, o.Reason)
+			assert.Equal(t, Invalid, r.Valid)
+			assert.Contains(t, r.Reason, "The lock was orphaned: "+tt.reason)
+			require.NotNil(t, r.FirstAnomalyMs)
+			assert.InDelta(t, float64(o.FirstRefused-r.Span.Start)/1e6, *r.FirstAnomalyMs, 1e-9)
+		})
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/anishathalye/porcupine"
 
@@ -385,4 +387,282 @@ func leaseOperations(h *history.History, allowance func(int64) int64) (ops []por
 		}
 	}
 	return ops, comparable
+}
+
+// The orphaned-lock rule of docs/history.md ("Orphaned locks"), applied
+// as the page says it: every acquire's claim from each process's own
+// events, the faults that prolong a claim as plain intervals, and every
+// pair of unexplained refusals. It knows no session events and no
+// multi-node grant (the generator draws none).
+
+// oracleClaim is one claim on the key.
+type oracleClaim struct {
+	process    history.Process
+	start, end int64 // end is forever for a claim that lasts to the end
+	ttl        int64 // ms
+}
+
+// oracleOrphan is one orphaned stretch.
+type oracleOrphan struct {
+	from, to int64
+	refused  int
+}
+
+// oracleFaults are the nemesis faults as intervals: a pause from its pause
+// to its resume, or to a kill of the same target, or to the end of the
+// history; a kill is a point.
+func oracleFaults(h *history.History, end int64) map[string][]Interval {
+	out := map[string][]Interval{}
+	open := map[string]int64{}
+	closeAt := func(target string, t int64) {
+		if s, ok := open[target]; ok {
+			out[target] = append(out[target], Interval{Start: s, End: t})
+			delete(open, target)
+		}
+	}
+	for _, e := range h.Events {
+		if e.Process != history.Nemesis || e.Value == nil {
+			continue
+		}
+		switch e.F {
+		case history.NemPause:
+			closeAt(e.Value.Target, e.Time)
+			open[e.Value.Target] = e.Time
+		case history.NemResume, history.NemKill:
+			closeAt(e.Value.Target, e.Time)
+		}
+	}
+	for target := range open {
+		closeAt(target, end)
+	}
+	return out
+}
+
+// oracleClaims walks each process's events and gives every acquire that
+// was granted, or whose outcome is unknown, its claim.
+func oracleClaims(h *history.History, faults map[string][]Interval) []oracleClaim {
+	cfgTTL := h.Header.Config.TTLms
+	kills := map[history.Process]int64{}
+	byProcess := map[history.Process][]history.Event{}
+	for _, e := range h.Events {
+		if e.Process == history.Nemesis {
+			if e.F == history.NemKill && e.Value != nil && strings.HasPrefix(e.Value.Target, "c") {
+				n, _ := strconv.Atoi(e.Value.Target[1:])
+				kills[history.Process(n)] = e.Time
+			}
+			continue
+		}
+		byProcess[e.Process] = append(byProcess[e.Process], e)
+	}
+	var claims []oracleClaim
+	for p, events := range byProcess {
+		type grant struct {
+			start, ok  int64
+			ttl        int64
+			believed   bool
+			beliefEnd  int64
+			claimedEnd int64
+			claimed    bool
+		}
+		var held *grant
+		// end closes the held grant's claim as the page says: with a TTL,
+		// a TTL after its belief ended (or its grant), unless a release
+		// deleted it; without one, at the moment given.
+		end := func(g *grant, at, beliefEnd int64, deleted bool) {
+			if g.claimed {
+				return
+			}
+			g.claimed = true
+			switch {
+			case g.ttl > 0 && !deleted && at == forever:
+				g.claimedEnd = forever
+			case g.ttl > 0 && !deleted:
+				g.claimedEnd = max(g.ok, beliefEnd) + g.ttl*1e6
+			default:
+				g.claimedEnd = at
+			}
+			claims = append(claims, oracleClaim{process: p, start: g.start, end: g.claimedEnd, ttl: g.ttl})
+		}
+		kill, killed := kills[p]
+		for i := 0; i < len(events); i += 2 {
+			inv := events[i]
+			var done *history.Event
+			if i+1 < len(events) {
+				done = &events[i+1]
+			}
+			invTTL := cfgTTL
+			if inv.Value != nil && inv.Value.TTLms > 0 {
+				invTTL = inv.Value.TTLms
+			}
+			switch inv.F {
+			case history.FAcquire:
+				switch {
+				case done == nil && killed:
+					claims = append(claims, oracleClaim{p, inv.Time, kill + invTTL*1e6, invTTL})
+				case done == nil:
+					claims = append(claims, oracleClaim{p, inv.Time, forever, invTTL})
+				case done.Type == history.Info:
+					claims = append(claims, oracleClaim{p, inv.Time, done.Time + invTTL*1e6, invTTL})
+				case done.Type == history.OK:
+					ttl := cfgTTL
+					if done.Value != nil && done.Value.TTLms > 0 {
+						ttl = done.Value.TTLms
+					}
+					if held != nil {
+						if held.believed {
+							held.beliefEnd = done.Time
+						}
+						end(held, done.Time, done.Time, false)
+					}
+					held = &grant{start: inv.Time, ok: done.Time, ttl: ttl, believed: true}
+				}
+			case history.FExtend:
+				if held != nil && done != nil && (done.Type == history.Info || done.Type == history.OK && confirmed(done.Value)) {
+					ttl := held.ttl
+					if done.Value != nil && done.Value.TTLms > 0 {
+						ttl = done.Value.TTLms
+					} else if inv.Value != nil && inv.Value.TTLms > 0 {
+						ttl = inv.Value.TTLms
+					}
+					held.ttl = max(held.ttl, ttl)
+				}
+			case history.FRelease:
+				if held == nil {
+					break
+				}
+				if held.believed {
+					held.beliefEnd, held.believed = inv.Time, false
+				}
+				switch {
+				case done == nil && killed:
+					end(held, kill, inv.Time, false)
+				case done == nil:
+					end(held, forever, inv.Time, false)
+				case done.Type == history.OK:
+					end(held, done.Time, inv.Time, confirmed(done.Value))
+					if confirmed(done.Value) {
+						held = nil
+					}
+				case done.Type == history.Fail && held.ttl > 0:
+					end(held, done.Time, inv.Time, false)
+				case done.Type == history.Info:
+					end(held, done.Time, inv.Time, false)
+					held = nil
+				}
+			}
+			if done != nil && done.Type == history.Info && held != nil {
+				if held.believed {
+					held.beliefEnd = done.Time
+				}
+				end(held, done.Time, held.beliefEnd, false)
+				held = nil
+			}
+		}
+		if held != nil {
+			switch {
+			case killed:
+				if held.believed {
+					held.beliefEnd = kill
+				}
+				end(held, kill, held.beliefEnd, false)
+			default:
+				end(held, forever, held.beliefEnd, false)
+			}
+		}
+	}
+	// A fault on a node, or on the claim's own client, in force when the
+	// claim would end prolongs it until the fault heals.
+	for i := range claims {
+		c := &claims[i]
+		for moved := true; moved && c.end != forever; {
+			moved = false
+			for target, ivs := range faults {
+				if strings.HasPrefix(target, "c") && target != c.process.String() {
+					continue
+				}
+				for _, iv := range ivs {
+					if iv.Start <= c.end && c.end < iv.End {
+						c.end, moved = iv.End, true
+					}
+				}
+			}
+		}
+	}
+	return claims
+}
+
+// oracleOrphans finds the orphaned stretches: the busy refusals no claim
+// overlaps, grouped by the gaps between claims, and each group whose first
+// answer and last invoke lie more than 2 × TTL + 1 s apart (the largest
+// TTL of the claims begun before the group's last answer).
+func oracleOrphans(h *history.History) []oracleOrphan {
+	if len(h.Events) == 0 {
+		return nil
+	}
+	start, end, runEnd := h.Events[0].Time, h.Events[0].Time, int64(-1)
+	for _, e := range h.Events {
+		start, end = min(start, e.Time), max(end, e.Time)
+		if e.F == history.NemRunEnd && runEnd < 0 {
+			runEnd = e.Time
+		}
+	}
+	if runEnd < 0 {
+		runEnd = end
+	}
+	claims := oracleClaims(h, oracleFaults(h, end))
+	overlaps := func(c oracleClaim, from, to int64) bool { return c.start <= to && c.end >= from }
+	type refusal struct{ inv, done int64 }
+	var unexplained []refusal
+	pending := map[history.Process]history.Event{}
+	for _, e := range h.Events {
+		if e.Process == history.Nemesis {
+			continue
+		}
+		if e.Type == history.Invoke {
+			pending[e.Process] = e
+			continue
+		}
+		inv := pending[e.Process]
+		if inv.F != history.FAcquire || e.Type != history.Fail || (e.Value != nil && e.Value.Refused) {
+			continue
+		}
+		if !slices.ContainsFunc(claims, func(c oracleClaim) bool { return overlaps(c, inv.Time, e.Time) }) {
+			unexplained = append(unexplained, refusal{inv.Time, e.Time})
+		}
+	}
+	slices.SortFunc(unexplained, func(a, b refusal) int { return cmp.Or(cmp.Compare(a.inv, b.inv), cmp.Compare(a.done, b.done)) })
+	var out []oracleOrphan
+	for i := 0; i < len(unexplained); {
+		group := []refusal{unexplained[i]}
+		j := i + 1
+		for ; j < len(unexplained); j++ {
+			from, to := group[0].inv, unexplained[j].done
+			if slices.ContainsFunc(claims, func(c oracleClaim) bool { return overlaps(c, from, to) }) {
+				break
+			}
+			group = append(group, unexplained[j])
+		}
+		i = j
+		firstDone, lastInv, lastDone := forever, int64(math.MinInt64), int64(math.MinInt64)
+		for _, r := range group {
+			firstDone, lastInv, lastDone = min(firstDone, r.done), max(lastInv, r.inv), max(lastDone, r.done)
+		}
+		var ttl int64
+		from, to := start, runEnd
+		for _, c := range claims {
+			if c.start <= lastDone {
+				ttl = max(ttl, c.ttl)
+			}
+			if c.end < group[0].inv {
+				from = max(from, c.end)
+			}
+			if c.start > lastDone {
+				to = min(to, c.start)
+			}
+		}
+		if lastInv-firstDone > 2*ttl*1e6+1e9 {
+			out = append(out, oracleOrphan{from: from, to: max(to, from), refused: len(group)})
+		}
+	}
+	return out
 }

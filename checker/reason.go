@@ -98,6 +98,13 @@ func (x explainer) anomalies() []string {
 	if l := c.Linearizability; l.Result == NotLinearizable && harm == nil {
 		parts = append(parts, "the read-modify-write history is not linearizable: "+l.Detail)
 	}
+	if o := c.Liveness.Orphans; len(o) > 0 {
+		s := "the lock was orphaned: " + o[0].Reason
+		if len(parts) == 0 {
+			s = "The" + strings.TrimPrefix(s, "the")
+		}
+		parts = append(parts, s)
+	}
 	return parts
 }
 
@@ -319,9 +326,6 @@ func (x explainer) noAnomaly() string {
 		default:
 			s += " " + were + " contained by fencing"
 		}
-	}
-	if l := c.Liveness; l.StuckUntilEnd && l.StallReason != "" {
-		s += "; but the lock was stuck until the end: " + l.StallReason
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -157,6 +158,57 @@ func (r *ResourceSafety) withUnjudged(unjudged int) {
 		r.State = StateUnknown
 		r.StateReason = fmt.Sprintf("%s accepted with no resource log and no prev (or no read) to judge a lost update by", count(unjudged, "write was", "writes were"))
 	}
+}
+
+// logKeys follows whether the resource log's entries name keys the
+// history names: an entry is the write of the lock that protects it, under
+// that lock's key (docs/history.md, "Reads and writes").
+type logKeys struct {
+	tied, untied int
+	names        []string // the first few keys no event names
+}
+
+// maxUntiedNames bounds the keys the reason names.
+const maxUntiedNames = 3
+
+func (l *logKeys) note(key string, named bool) {
+	if named {
+		l.tied++
+		return
+	}
+	l.untied++
+	if len(l.names) < maxUntiedNames && !slices.Contains(l.names, key) {
+		l.names = append(l.names, key)
+	}
+}
+
+// withUntiedLog makes the resource check unknown when not one entry of the
+// resource log names a key of the history (keys): the log was written
+// under other names (the data's, "orders", where the history names the
+// lock, "lock-0"), so no entry can be tied to a write of the history, and
+// judging the log alone would vouch for writes the history never shows.
+func (r *ResourceSafety) withUntiedLog(l logKeys, keys []*keyFacts) {
+	if l.tied > 0 || l.untied == 0 || r.State != "" {
+		return
+	}
+	var named []string
+	for _, k := range keys {
+		if len(named) == maxUntiedNames {
+			break
+		}
+		named = append(named, strconv.Quote(k.key))
+	}
+	logNames := make([]string, len(l.names))
+	for i, n := range l.names {
+		logNames[i] = strconv.Quote(n)
+	}
+	history := "the history names no key"
+	if len(named) > 0 {
+		history = "the history names " + JoinAnd(named)
+	}
+	r.State = StateUnknown
+	r.StateReason = fmt.Sprintf("none of the resource log's %s is on a key the history names (the log names %s, %s), so no entry can be tied to a write; log each write under the key of the lock that protects it",
+		count(l.untied, "entry", "entries"), JoinAnd(logNames), history)
 }
 
 // outcome is what became of a write.

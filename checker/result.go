@@ -83,6 +83,10 @@ type Result struct {
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 	// FaultLanding counts the nemesis steps and those whose fault landed.
 	FaultLanding FaultLanding `json:"fault_landing"`
+	// ClockDriftMs is how far the history's wall-clock offset drifted
+	// during the run (the header's wall_offset_ns), in ms; every lease's
+	// clock allowance was widened by it. Nil when the header has none.
+	ClockDriftMs *float64 `json:"clock_drift_ms,omitempty"`
 	// FirstAnomalyMs is the time from the start of the history (its
 	// first event) to the earliest evidence of a failed check, in ms; nil
 	// when no check failed.
@@ -141,9 +145,9 @@ type Fault struct {
 	// Detail is what the fault did, where that matters to the story (the
 	// offset of a clock jump).
 	Detail string `json:"detail,omitempty"`
-	// Step is the nemesis step that injected it (0: not injected by a step,
-	// such as a promotion the service made).
-	Step int `json:"step,omitempty"`
+	// Step is the nemesis step that injected it; nil when no step did (a
+	// promotion the service made). A history may number its steps from 0.
+	Step *int `json:"step,omitempty"`
 	// Landed says whether its step's fault met the precondition it exists
 	// to create, and Why says what happened (from the step's landing
 	// event).

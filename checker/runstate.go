@@ -10,8 +10,9 @@ import (
 // How a run ended, as its history tells: the harness writes a run-end event
 // as the last event of every run it finishes, with detail "interrupted"
 // (or "interrupted: <why>") when the run stopped before its time limit. A
-// history lockcheck recorded (its header names when it started) that has
-// no run-end was cut short: lockcheck was killed, or could not write.
+// history whose header names when it started is a run's (lockcheck run's,
+// or a recorder's of another program that follows its rules); one that has
+// no run-end was cut short: its recorder was killed, or could not write.
 // Deriving this from the history, not from the harness, is what makes a
 // run and a later `lockcheck check` of its directory agree.
 
@@ -31,8 +32,11 @@ func runEnding(hd history.Header, f *facts) (interrupted, incomplete bool, why s
 	return false, recorded(hd), ""
 }
 
-// recorded reports whether lockcheck run recorded h: the harness writes the
-// wall-clock start into the header, a hand-written history need not.
+// recorded reports whether h is a run's record: the harness writes the
+// wall-clock start into the header, and so may another program's recorder
+// (docs/history.md); a history written from an incident's account need not.
+// Such a record is incomplete without a run-end, and is held to the rules
+// of a run (runUnknownReasons).
 func recorded(hd history.Header) bool { return hd.Started != "" }
 
 // runUnknownReasons lists why a run, whatever its checks found, tested too
@@ -52,7 +56,7 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		out = append(out, s+", so it tested less than it was asked to.")
 	}
 	if r.Incomplete {
-		out = append(out, "The history ends without a run-end event: lockcheck was killed, or could not record, before the run finished; what was recorded was checked.")
+		out = append(out, "The history ends without a run-end event: its recorder was killed, or could not write, before the run finished; what was recorded was checked.")
 	}
 	l := &r.Checks.Liveness
 	if l.AcquireAttempts == 0 && r.Checks.Linearizability.Operations == 0 {
@@ -60,10 +64,20 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		// there is nothing a pass could vouch for.
 		return append(out, "The history holds no acquire, read or write, so nothing was tested.")
 	}
-	if noFaultLanded(r.FaultLanding) {
+	unanswered := recorded(hd) && f.quiet.mostlyUnanswered()
+	if unanswered {
+		// Before anything else: it explains the rest.
+		out = append([]string{unansweredReason(&f.quiet, f.span.Start)}, out...)
+	}
+	if noFaultLanded(r.FaultLanding) && !anomalyUnderFault(r, hd.Config.Guarded()) {
 		// Holds for a hand-written history that records its nemesis's
-		// landings too.
-		out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(hd.Config)))
+		// landings too. An anomaly under a fault says the run tested
+		// what its faults aim at, whatever their landings say.
+		if unanswered && r.FaultLanding.Injected > 0 {
+			out = append(out, fmt.Sprintf("No fault landed, which the unanswered acquires explain: a lock that is hardly ever granted gives no fault its moment (the first missed: %s).", r.FaultLanding.Missed))
+		} else {
+			out = append(out, noFaultLandedReason(r.FaultLanding, askedFaults(hd.Config)))
+		}
 	}
 	if !recorded(hd) {
 		// A history written by hand (an incident's account) tells what
@@ -75,6 +89,12 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 			l.AcquireAttempts, l.AcquireFailed, l.AcquireRefused, l.AcquireUnknown))
 	} else if !f.anyWrite {
 		out = append(out, "No client wrote to the resource, so the lock protected nothing.")
+	} else if f.accepted == 0 {
+		s := fmt.Sprintf("No write was accepted: the resource refused all %s, so nothing the lock protected was tested", count(f.writes, "write", "writes"))
+		if hd.Config.Fenced() {
+			s += " (a fenced resource refuses a write with no fence or a stale one: a lock that hands out none needs --fence-source resource)"
+		}
+		out = append(out, s+".")
 	}
 	if asked := askedFaults(hd.Config); !r.FaultLanding.Judged() && asked != "" && injected(r.Faults) == 0 {
 		// A history from before landing events: judged by what was injected.
@@ -108,16 +128,44 @@ func injected(faults []Fault) int {
 	return n
 }
 
+// unansweredLead starts the reason of a run whose acquires mostly got no
+// answer, which leads the verdict's sentence.
+const unansweredLead = "Most acquires got no answer"
+
+// unansweredReason says how many acquires made with no fault in force got
+// no answer, and names the most common error, its count and when it first
+// came (t0 is the history's start).
+func unansweredReason(q *quietAcquires, t0 int64) string {
+	e := q.common()
+	when := "that never came back"
+	if e.first != never {
+		when = "first at " + relSeconds(e.first-t0)
+	}
+	return fmt.Sprintf("%s, so the run tested almost nothing: %d of the %d made while no fault was in force ended in an error or an unknown outcome, most often (%s, %s) %s.",
+		unansweredLead, q.unanswered, q.n, count(e.count, "time", "times"), when, strings.TrimSuffix(e.text, "."))
+}
+
 // withRunReasons adds the run's unknown reasons to the verdict's sentence:
 // they replace "no safety check failed" praise when they made the verdict
-// unknown, and follow the failure's story when a safety check failed.
+// unknown, and follow the failure's story when a safety check failed. A
+// run whose acquires mostly got no answer says so before anything else.
 func withRunReasons(r *Result) string {
 	if len(r.UnknownReasons) == 0 {
 		return r.Reason
 	}
-	reasons := strings.Join(r.UnknownReasons, " ")
-	if r.Valid == Unknown && r.Reason == "" {
-		return "No safety check failed, but the verdict is unknown: " + reasons
+	reasons := r.UnknownReasons
+	var lead string
+	if strings.HasPrefix(reasons[0], unansweredLead) {
+		lead, reasons = reasons[0], reasons[1:]
 	}
-	return r.Reason + " " + reasons
+	var s string
+	switch {
+	case len(reasons) == 0:
+		s = r.Reason
+	case r.Valid == Unknown && r.Reason == "":
+		s = "No safety check failed, but the verdict is unknown: " + strings.Join(reasons, " ")
+	default:
+		s = r.Reason + " " + strings.Join(reasons, " ")
+	}
+	return strings.TrimSpace(lead + " " + s)
 }

@@ -14,11 +14,65 @@ import (
 const never = math.MaxInt64
 
 // attempt is one acquire: from invoke to its completion, or to the moment
-// its process was killed; never when neither came.
+// its process was killed; never when neither came. The rest is what the
+// orphaned-lock rule reads (liveness.go): how it came out and, for a grant
+// or an acquire of unknown outcome, the claim it gave its key.
 type attempt struct {
 	invoke int64
 	end    int64
+
+	process history.Process
+	outcome attemptOutcome
+	// ttl is the lease it asked for or was granted, in ms, the largest of
+	// the grant's and its extends'; 0 is none.
+	ttl int64
+	// claim is how its claim ended, once it did (claimed false until then:
+	// a lease still held).
+	claim   claimEnd
+	claimed bool
+	// swept says the orphan sweep has read it (a refusal is counted once).
+	swept bool
 }
+
+// attemptOutcome is how an acquire came out.
+type attemptOutcome uint8
+
+const (
+	attemptPending attemptOutcome = iota // no outcome yet
+	attemptGranted
+	attemptBusy    // refused: the lock was held
+	attemptRefused // the service would not write at all (NOREPLICAS)
+	attemptUnknown // info, a kill, or no completion: it may have been granted
+)
+
+// claimEnd is when and how a claim of a key ended: the moment after which
+// the service had nothing left to free on the claim's behalf, before any
+// fault prolongs it (liveness.go). at is never for a claim that lasts to
+// the end of the history.
+type claimEnd struct {
+	at  int64
+	how claimEnding
+	// event is the time of what ended it (the release's ok, the kill),
+	// which at may lie a TTL after.
+	event int64
+}
+
+// claimEnding says how a claim ended, for the orphaned lock's reason.
+type claimEnding uint8
+
+const (
+	endedByRelease       claimEnding = iota // a release that deleted the key
+	endedByEmptyRelease                     // a release the service said freed nothing (accepted false)
+	endedByFailedRelease                    // a release that failed or whose outcome is unknown
+	endedByKill                             // its holder was killed
+	endedByRetirement                       // its holder gave up (an info outcome)
+	endedBySession                          // its session was terminated, or its node killed
+	endedByRegrant                          // its holder was granted the key again
+	endedAtHistoryEnd                       // still held when the history ended
+	endedAcquireKilled                      // an acquire killed before it returned
+	endedAcquireUnknown                     // an acquire of unknown outcome (info)
+	endedAcquirePending                     // an acquire that never returned
+)
 
 // readOp is a read that returned a value.
 type readOp struct {
@@ -72,6 +126,13 @@ type facts struct {
 	// lastRunEnd is the last run-end event, nil when there is none.
 	lastRunEnd *history.Event
 	anyWrite   bool
+	// writes counts the writes invoked; accepted counts those the history
+	// shows accepted and the resource log's accepted entries (a write may
+	// count twice: only whether any was accepted matters).
+	writes, accepted int
+	// quiet counts the acquires made while no fault on a node or on their
+	// own client was in force, and what became of them (liveness.go).
+	quiet quietAcquires
 
 	acquireAttempts int
 	acquireFailed   int
@@ -115,6 +176,9 @@ type heldLease struct {
 	// before are the holder's earlier grants this one continues (a
 	// re-entrant acquire that was granted), latest first.
 	before []continued
+	// attempt is the index in key.attempts of the acquire that won it, whose
+	// claim ends when the lease does (claimEnds).
+	attempt int
 }
 
 // continued is an earlier grant of a lease that a re-entrant grant took
@@ -129,6 +193,35 @@ type continued struct {
 }
 
 func (l heldLease) grant() *Grant { return &l.key.grants[l.idx] }
+
+// claimEnds ends the claim of the acquire that won l, unless it ended
+// already: a lease with a TTL is let go by the service at a release that
+// deleted it, else at the latest a TTL after its holder stopped relying on
+// it (beliefEnd) or after the grant, whichever is later; one without a TTL
+// at the holder's own end (a release answered, its death, its giving up:
+// at), or when its session ended first. Claims are docs/history.md's
+// "Orphaned locks".
+func (l heldLease) claimEnds(how claimEnding, at, beliefEnd int64) {
+	if l.attempt < 0 {
+		return // won by an acquire the history had already given up on
+	}
+	a := &l.key.attempts[l.attempt]
+	if a.claimed {
+		return
+	}
+	g := l.grant()
+	end := claimEnd{at: at, how: how, event: at}
+	switch {
+	case a.ttl > 0 && how != endedByRelease:
+		end.at = max(g.OK, beliefEnd) + a.ttl*1e6
+		if at == never {
+			end.at = never
+		}
+	case a.ttl <= 0 && l.expiry < noExpiry && l.expiry < at:
+		end = claimEnd{at: l.expiry, how: endedBySession, event: l.expiry}
+	}
+	a.claim, a.claimed = end, true
+}
 
 // end ends the lease at the earliest of at and its expiry, and the client's
 // belief at believedUntil if it still believed; the earlier grants it
@@ -157,6 +250,7 @@ type scanner struct {
 	events    int
 	kept      keptValues
 	sessions  sessionEnds
+	inForce   faultsInForce // the faults so far, for quiet acquires
 
 	// settleAt is the package's settleAt, or 0 for a scan that settles
 	// nothing before the end.
@@ -175,6 +269,7 @@ type scanner struct {
 
 	hasLog    bool           // the run has a resource log
 	source    resourceSource // its entries not taken yet; nil once all are
+	logKeys   logKeys        // whether its entries name the history's keys
 	pulled    *history.ResourceEntry
 	err       error // of the resource log
 	outcomes  *outcomes
@@ -238,10 +333,11 @@ func newScanner(hd history.Header, opts Options, resource resourceSource) *scann
 	s := &scanner{
 		header:    hd,
 		cfg:       hd.Config,
-		allowance: opts.ClockAllowance,
+		allowance: driftAllowance(opts.ClockAllowance, hd.WallOffset),
 		keys:      map[string]*keyFacts{},
 		procs:     map[history.Process]*procState{},
 		sessions:  newSessionEnds(),
+		inForce:   newFaultsInForce(),
 		settleAt:  settleAt,
 		slack:     settleSlack,
 		hasLog:    resource != nil,
@@ -352,6 +448,7 @@ func (s *scanner) proc(p history.Process) *procState {
 func (s *scanner) nemesis(e *history.Event) {
 	s.facts.nemesis = append(s.facts.nemesis, e)
 	s.sessions.observe(e, s.procs)
+	s.inForce.observe(e)
 	switch e.F {
 	case history.NemRunEnd:
 		s.facts.lastRunEnd = e
@@ -369,11 +466,11 @@ func (s *scanner) nemesis(e *history.Event) {
 		}
 		// A killed client believes nothing any more and tries nothing;
 		// its pending release may or may not have reached the service.
-		s.endRelease(ps)
+		s.endRelease(ps, endedByKill, e.Time)
 		endSessions(ps, e.Time)
-		s.retire(ps, e.Time)
+		s.retire(ps, e.Time, endedByKill)
 		if ps.attemptKey != nil {
-			ps.attemptKey.attempts[ps.attemptIdx].end = e.Time
+			ps.attemptKey.attempts[ps.attemptIdx].endUnknown(e.Time, endedAcquireKilled)
 			ps.attemptKey = nil
 			s.facts.acquireUnknown++
 		}
@@ -401,7 +498,7 @@ func (s *scanner) invoke(e *history.Event) {
 		// A holder that asks for the lock again (a re-entrant acquire)
 		// keeps its lease: only a grant, a release or retiring ends it.
 		k := s.key(e.Key)
-		k.attempts = append(k.attempts, attempt{invoke: e.Time, end: never})
+		k.attempts = append(k.attempts, attempt{invoke: e.Time, end: never, process: e.Process, ttl: ttlOf(nil, e.Value, s.cfg.TTLms)})
 		k.settled.attempted = true
 		s.facts.acquireAttempts++
 		ps.attemptKey, ps.attemptIdx = k, len(k.attempts)-1
@@ -422,6 +519,7 @@ func (s *scanner) invoke(e *history.Event) {
 		s.flushRead(ps)
 	case history.FWrite:
 		s.facts.anyWrite = true
+		s.facts.writes++
 		k := s.key(e.Key)
 		w := writeOp{process: e.Process, index: e.Index, invoke: e.Time}
 		if v := e.Value; v != nil {
@@ -457,6 +555,10 @@ func (s *scanner) complete(e *history.Event) {
 			l := &ps.held[i]
 			ttl := ttlOf(e.Value, inv.Value, l.grant().TTLms)
 			l.expiry = max(l.expiry, s.expiry(inv.Time, ttl))
+			l.claimTTL(ttl)
+		} else if i >= 0 && e.Type == history.Info {
+			// It may have pushed the lease out before the holder gave up.
+			ps.held[i].claimTTL(ttlOf(nil, inv.Value, ps.held[i].grant().TTLms))
 		}
 	case history.FRead:
 		if e.Type == history.OK && e.Value != nil && e.Value.Value != nil {
@@ -470,13 +572,16 @@ func (s *scanner) complete(e *history.Event) {
 			if e.Type == history.OK && e.Value != nil {
 				w.accepted, w.prev = s.kept.bool(e.Value.Accepted), s.kept.int(e.Value.Prev)
 			}
+			if e.Type == history.OK && confirmed(e.Value) {
+				s.facts.accepted++
+			}
 			ps.writeKey = nil
 		}
 	}
 	if e.Type == history.Info {
 		// The process retires: it no longer believes it holds the lock.
 		endSessions(ps, inv.Time)
-		s.retire(ps, e.Time)
+		s.retire(ps, e.Time, endedByRetirement)
 	}
 }
 
@@ -496,18 +601,30 @@ func (s *scanner) completeRelease(ps *procState, e *history.Event) {
 		return
 	}
 	deletedNothing := e.Type == history.OK && !confirmed(e.Value) && len(ps.releasing.grant().Nodes) == 0
+	switch {
+	case e.Type == history.OK && confirmed(e.Value):
+		ps.releasing.claimEnds(endedByRelease, e.Time, ps.releaseAt)
+	case e.Type == history.OK:
+		// The service answered that it held nothing for the client: a
+		// lease without a TTL is the service's to free from now on.
+		ps.releasing.claimEnds(endedByEmptyRelease, e.Time, ps.releaseAt)
+	case e.Type == history.Fail && ps.releasing.hasTTL():
+		ps.releasing.claimEnds(endedByFailedRelease, e.Time, ps.releaseAt)
+	}
 	if e.Type == history.Fail || deletedNothing {
 		ps.held = append(ps.held, ps.releasing)
 		ps.hasReleasing = false
 		return
 	}
-	s.endRelease(ps)
+	s.endRelease(ps, endedByFailedRelease, e.Time)
 }
 
 // endRelease ends the lease of the pending release at the release's invoke,
-// the earliest moment it may have ended.
-func (s *scanner) endRelease(ps *procState) {
+// the earliest moment it may have ended; its claim ends as how says, at
+// (never: the history ended first), unless the release's outcome ended it.
+func (s *scanner) endRelease(ps *procState, how claimEnding, at int64) {
 	if ps.hasReleasing {
+		ps.releasing.claimEnds(how, at, ps.releaseAt)
 		ps.releasing.end(ps.releaseAt, 0)
 		ps.hasReleasing = false
 	}
@@ -516,20 +633,36 @@ func (s *scanner) endRelease(ps *procState) {
 func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	k := ps.attemptKey
 	ps.attemptKey = nil
+	var a *attempt
+	attemptIdx := -1
 	if k != nil {
-		k.attempts[ps.attemptIdx].end = e.Time
+		a, attemptIdx = &k.attempts[ps.attemptIdx], ps.attemptIdx
+		a.end = e.Time
+		if !s.inForce.during(e.Process, a.invoke) {
+			s.facts.quiet.add(e.Type != history.Info, e.Error, e.Time)
+		}
 	}
 	switch e.Type {
 	case history.Fail:
 		// The prefix is how histories before the typed field said it.
-		if (e.Value != nil && e.Value.Refused) || strings.HasPrefix(e.Error, history.RefusedPrefix) {
+		refused := (e.Value != nil && e.Value.Refused) || strings.HasPrefix(e.Error, history.RefusedPrefix)
+		if refused {
 			s.facts.acquireRefused++
 		} else {
 			s.facts.acquireFailed++
 		}
+		if a != nil {
+			a.outcome = attemptBusy
+			if refused {
+				a.outcome = attemptRefused
+			}
+		}
 		return
 	case history.Info:
 		s.facts.acquireUnknown++
+		if a != nil {
+			a.endUnknown(e.Time, endedAcquireUnknown)
+		}
 		return
 	}
 	if k == nil {
@@ -544,6 +677,7 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 		if old.believed {
 			old.grant().BeliefEnd = e.Time
 		}
+		old.claimEnds(endedByRegrant, e.Time, e.Time)
 		c := continued{idx: old.idx, cap: never, next: inv.Time}
 		if old.expiry < e.Time {
 			c.cap = old.expiry
@@ -559,6 +693,9 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	if g.Session != "" {
 		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
 	}
+	if a != nil {
+		a.outcome, a.ttl = attemptGranted, g.TTLms
+	}
 	k.grants = append(k.grants, g)
 	expiry := s.expiry(inv.Time, g.TTLms)
 	if g.Session != "" {
@@ -566,7 +703,27 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 		// as they come (sessionEnds.observe).
 		expiry = s.sessions.end(g.Session, inv.Time, expiry)
 	}
-	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before})
+	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before, attempt: attemptIdx})
+}
+
+// endUnknown ends an acquire of unknown outcome at end (its info, or the
+// kill of its process): it may have been granted, and the service may then
+// keep the key for its TTL after that moment at the latest.
+func (a *attempt) endUnknown(end int64, how claimEnding) {
+	a.end, a.outcome = end, attemptUnknown
+	a.claim, a.claimed = claimEnd{at: end + a.ttl*1e6, how: how, event: end}, true
+}
+
+// hasTTL says whether the lease has a TTL that frees it by itself.
+func (l heldLease) hasTTL() bool { return l.attempt >= 0 && l.key.attempts[l.attempt].ttl > 0 }
+
+// claimTTL raises the TTL of the claim of the acquire that won l: an extend
+// may have pushed the lease out by ttl (ms).
+func (l heldLease) claimTTL(ttl int64) {
+	if l.attempt >= 0 {
+		a := &l.key.attempts[l.attempt]
+		a.ttl = max(a.ttl, ttl)
+	}
 }
 
 // holding is the index in ps.held of the lease on key, or -1.
@@ -601,9 +758,19 @@ func (s *scanner) expiry(invoke, ttlMs int64) int64 {
 }
 
 // retire ends what a process that acts no more (killed, or retired by an
-// info outcome) held: its belief at at, its leases when they expire.
-func (s *scanner) retire(ps *procState, at int64) {
+// info outcome, or still there when the history ends) held: its belief at
+// at, its leases when they expire, their claims as how says.
+func (s *scanner) retire(ps *procState, at int64, how claimEnding) {
 	for _, l := range ps.held {
+		beliefEnd := l.grant().BeliefEnd
+		if l.believed {
+			beliefEnd = at
+		}
+		if how == endedAtHistoryEnd {
+			l.claimEnds(how, never, beliefEnd)
+		} else {
+			l.claimEnds(how, at, beliefEnd)
+		}
 		l.end(never, at)
 	}
 	ps.held = ps.held[:0]
@@ -621,10 +788,15 @@ func (s *scanner) flushRead(ps *procState) {
 func (s *scanner) finishProcs() {
 	for _, ps := range s.procs {
 		// A release still pending may have reached the service.
-		s.endRelease(ps)
-		s.retire(ps, s.facts.span.End)
+		s.endRelease(ps, endedAtHistoryEnd, never)
+		s.retire(ps, s.facts.span.End, endedAtHistoryEnd)
 		if ps.attemptKey != nil {
 			s.facts.acquireUnknown++
+			a := &ps.attemptKey.attempts[ps.attemptIdx]
+			if !s.inForce.during(ps.invoke.Process, a.invoke) {
+				s.facts.quiet.add(false, "", never)
+			}
+			a.outcome, a.claim, a.claimed = attemptUnknown, claimEnd{at: never, how: endedAcquirePending, event: never}, true
 		}
 	}
 }

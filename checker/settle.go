@@ -54,6 +54,7 @@ type keySettled struct {
 	ownership       DoubleOwnership  // counts, and the first maxEvidence windows
 	fences          fenceOrder
 	stalls          stalls
+	orphans         orphanSweep
 	lin             segmenter
 }
 
@@ -164,7 +165,9 @@ func (s *scanner) settleRest(k *keyFacts) {
 	grants, writes, reads := k.grants, k.writes, k.reads
 	k.grants, k.writes, k.reads = grants[:r.grants], writes[:r.writes], reads[:r.reads]
 	s.pullResource(r.at)
-	from := s.settle(k, r.pendingFrom, false)
+	// The acquires read since the point of rest belong to the next
+	// stretch: the orphan sweep reads only those done by it.
+	from := s.settle(k, r.pendingFrom, min(r.pendingFrom, r.at+1), false)
 	s.forgetWrites(k)
 	k.grants = append([]Grant(nil), grants[r.grants:]...)
 	k.writes = append([]writeOp(nil), writes[r.writes:]...)
@@ -216,6 +219,10 @@ func (s *scanner) pullResource(at int64) {
 		if len(s.weak) > 0 && s.weak[s.pulled.Req] {
 			s.reordered = true // a write settled without this entry
 		}
+		s.logKeys.note(s.pulled.Key, s.known(s.pulled.Key) != nil)
+		if s.pulled.Accepted {
+			s.facts.accepted++
+		}
 		s.outcomes.add(s.pulled)
 		s.resource.add(s.pulled)
 		s.pulled = nil
@@ -223,10 +230,12 @@ func (s *scanner) pullResource(at int64) {
 }
 
 // settle runs the checks on the stretch of k the scan holds, settled at
-// time at with acquires in flight from pendingFrom; with final, the end of
-// the history, it is the key's last. It returns the moment from which the
-// key's acquires still matter (stalls.settle).
-func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
+// time at with acquires in flight from pendingFrom; the acquires it holds
+// from horizon on (pendingFrom, or the point of rest) are the next
+// stretch's. With final, the end of the history, it is the key's last. It
+// returns the moment from which the key's acquires still matter
+// (stalls.settle, orphanSweep.sweep).
+func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) int64 {
 	ks := &k.settled
 	ks.writes += len(k.writes)
 	leaseViolations(k.grants, func(earlier, later Grant) {
@@ -265,6 +274,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 		end = s.facts.runEnd
 	}
 	from := ks.stalls.settle(k.grants, k.attempts, s.facts.span.Start, end, final)
+	ks.orphans.sweep(k.key, k.attempts, horizon, s.faultCover(final), s.facts.span.Start, end, final)
 	if ks.lin.key == "" {
 		ks.lin = newSegmenter(k.key)
 	}
@@ -274,7 +284,19 @@ func (s *scanner) settle(k *keyFacts, pendingFrom int64, final bool) int64 {
 	if final {
 		ks.lin.close(s.lin.add)
 	}
-	return from
+	// The orphan sweep has yet to read the acquires answered from
+	// horizon on.
+	return min(from, horizon-1)
+}
+
+// faultCover is the faults that may prolong a claim (liveness.go): of the
+// whole history at its end, else of the nemesis events read so far, a
+// fault not healed yet lasting until it is.
+func (s *scanner) faultCover(final bool) faultCover {
+	if final {
+		return newFaultCover(s.facts.faults, never)
+	}
+	return newFaultCover(collectFaults(s.facts.nemesis, never), s.facts.span.End)
 }
 
 // forgetWrites drops the resource log entries of k's writes being
@@ -310,13 +332,31 @@ func (s *scanner) forgetAttempts(k *keyFacts, from int64) {
 		if ps.attemptKey == k {
 			ps.attemptIdx = moved[ps.attemptIdx]
 		}
+		// Leases granted since the point of rest name their acquires too.
+		for i := range ps.held {
+			if l := &ps.held[i]; l.key == k {
+				l.attempt = movedOr(moved, l.attempt)
+			}
+		}
+		if ps.hasReleasing && ps.releasing.key == k {
+			ps.releasing.attempt = movedOr(moved, ps.releasing.attempt)
+		}
 	}
+}
+
+// movedOr is where the acquire at index i went, or -1 when it was dropped
+// (or was none).
+func movedOr(moved map[int]int, i int) int {
+	if j, ok := moved[i]; ok {
+		return j
+	}
+	return -1
 }
 
 // settleAll settles every key's last stretch, at the end of the history.
 func (s *scanner) settleAll(f *facts) {
 	s.pullResource(math.MaxInt64)
 	for _, k := range f.keys {
-		s.settle(k, never, true)
+		s.settle(k, never, never, true)
 	}
 }

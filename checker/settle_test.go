@@ -148,3 +148,10 @@ func TestSettleGoneBack(t *testing.T) {
 	settleAt = 2
 	assert.Equal(t, whole, Check(h, nil, Options{}), "Check scans it again without settling")
 }
+
+// The orphaned-lock rule settles like every other check: its claims, the
+// faults that prolong them, and the refusals since the last one carry from
+// stretch to stretch.
+func TestDifferentialSettleOrphans(t *testing.T) {
+	settleDifferential(t, checktest.RandomOrphan)
+}

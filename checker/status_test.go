@@ -37,7 +37,9 @@ func TestJudge(t *testing.T) {
 		{"linearizability unknown", &Linearizability{Result: LinearizabilityUnknown}, unfenced, StatusUnknown, "unknown, not a pass"},
 		{"no linearizability result", &Linearizability{}, unfenced, StatusUnknown, "unknown, not a pass"},
 		{"live", &Liveness{Grants: 3}, unfenced, StatusOK, ""},
-		{"stuck", &Liveness{StuckUntilEnd: true, Stall: &Interval{Start: 2e9}, StallReason: "c3 died holding it."}, JudgeContext{T0: 1e9}, StatusNotice, "stuck until the end of the run from 1.000 s: c3 died holding it."},
+		{"a long stall", &Liveness{Stall: &Interval{Start: 2e9}, StallReason: "c3 died holding it."}, JudgeContext{T0: 1e9}, StatusOK, ""},
+		{"orphaned", &Liveness{Orphaned: 2, StuckUntilEnd: true, Orphans: []Orphan{{Reason: "nobody held lock-0 from 1.00s to the end of the run"}}}, unfenced, StatusFailed,
+			"The lock was orphaned: nobody held lock-0 from 1.00s to the end of the run (2 orphaned stretches in all)."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -139,6 +139,9 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if err := CheckFaults(cfg, b); err != nil {
 		return b, err
 	}
+	if err := checkFenceSource(cfg, b); err != nil {
+		return b, err
+	}
 	if cfg.Run.Clients < 1 || cfg.Run.Keys < 1 {
 		return b, errors.New("--clients and --keys must be at least 1")
 	}
@@ -173,6 +176,25 @@ func checkTimings(cfg Config) error {
 	}
 	if cfg.Segment < 0 || (cfg.Segment > 0 && cfg.Script != nil) {
 		return fmt.Errorf("a run can be cut into segments (%s) only when it is not a scenario, and a segment must be positive", cfg.Segment)
+	}
+	return nil
+}
+
+// checkFenceSource refuses a fenced run whose fence source yields no
+// fence: the resource would refuse every write, and the run would pass
+// having tested nothing.
+func checkFenceSource(cfg Config, b catalog.Backend) error {
+	if !cfg.Run.Fenced() {
+		return nil
+	}
+	switch cfg.Run.FenceSource {
+	case workloads.FenceNone:
+		return fmt.Errorf("--workload fenced with --fence-source none: no write would carry a fence, and the resource would refuse every one; use --fence-source resource (the resource's own sequence, safe with every backend)")
+	case workloads.FenceFromLock, "":
+		if !b.HandsOutFences(cfg.Run.Variant) {
+			return fmt.Errorf("--workload fenced with --fence-source lock: backend %s (variant %s) hands out no fence, so the resource would refuse every write; use --fence-source resource (the resource's own sequence, safe with every backend), or declare the lock's fences (lockcheck.Backend.Fences) if its grants carry one",
+				cfg.Run.Backend, cfg.Run.Variant)
+		}
 	}
 	return nil
 }

@@ -113,16 +113,17 @@ func runPartition(t *testing.T, cfg Config) (h *history.History, cut, heal histo
 
 // assertLanded checks that the nemesis step numbered step recorded that its
 // fault landed.
-func assertLanded(t *testing.T, h *history.History, step int) {
+func assertLanded(t *testing.T, h *history.History, step *int) {
 	t.Helper()
+	require.NotNil(t, step, "the fault's events carry its step")
 	for _, e := range nemesisEvents(h, history.NemLanding) {
-		if e.Value.Step == step {
+		if e.Value.Step != nil && *e.Value.Step == *step {
 			require.NotNil(t, e.Value.Landed)
 			assert.True(t, *e.Value.Landed, "step %d (%s) missed: %s", step, e.Value.Fault, e.Value.Detail)
 			return
 		}
 	}
-	t.Errorf("step %d recorded no landing", step)
+	t.Errorf("step %d recorded no landing", *step)
 }
 
 // partition cuts the Sentinel master off: the sentinels promote a replica

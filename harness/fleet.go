@@ -48,6 +48,12 @@ type fleet struct {
 	slots    []*worker
 	stopping bool
 	running  sync.WaitGroup
+	// refused is closed when the lock broke a rule the run cannot go on
+	// without (refusal.go); refusal says which. untilRelease is the
+	// backend's LeasesUntilRelease.
+	refused      chan struct{}
+	refusal      *Refused
+	untilRelease bool
 }
 
 // spawn starts the worker of slot as process.
@@ -129,6 +135,9 @@ func (f *fleet) follow(w *worker, stdout io.Reader, logf *os.File) {
 			return
 		}
 		f.rec.append(*e)
+		if e.Type == history.OK && e.F == history.FAcquire {
+			f.checkLease(e)
+		}
 	})
 	werr := w.wait(f.procs)
 	reason := "worker process exited"

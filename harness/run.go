@@ -261,7 +261,9 @@ func (r *run) startClients(service any, logDir string) error {
 			Fenced:   cfg.Run.Fenced(),
 			Watchdog: cfg.Run.Params[workloads.ParamWatchdog] == "true",
 		},
+		refused: make(chan struct{}), untilRelease: r.backend.LeasesUntilRelease,
 	}
+	r.fleet.base.LeasesUntilRelease = r.backend.LeasesUntilRelease
 	if r.memory != nil {
 		r.fleet.base.ResourceAddr = r.memory.Addr()
 	} else {
@@ -362,6 +364,8 @@ func (r *run) waitLimit(ctx context.Context, n int, start time.Time, limit time.
 			return endInterrupted
 		case <-r.rec.stopped:
 			return endInterrupted
+		case <-r.fleet.refused:
+			return endInterrupted
 		case <-timer.C:
 			return endLimit
 		case <-r.cfg.Stop:
@@ -397,6 +401,11 @@ func (r *run) finish(n int) (Outcome, error) {
 		r.out.Interrupted = true
 		detail = history.RunEndInterrupted + ": " + r.out.RecordingFailed.Error()
 	}
+	refusal := r.fleet.refusalError()
+	if refusal != nil && r.out.RecordingFailed == nil {
+		r.out.Interrupted = true
+		detail = history.RunEndInterrupted + ": " + refusal.Error()
+	}
 	r.rec.nemesis(history.NemRunEnd, history.Value{Detail: detail})
 	r.out.Dir = r.rec.currentDir()
 	var exportErr error
@@ -420,6 +429,8 @@ func (r *run) finish(n int) (Outcome, error) {
 		return r.out, fmt.Errorf("writing the resource log from the database: %w", exportErr)
 	case closeErr != nil && r.out.RecordingFailed == nil:
 		return r.out, closeErr
+	case refusal != nil:
+		return r.out, refusal
 	}
 	return r.out, nil
 }

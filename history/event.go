@@ -128,9 +128,11 @@ type Value struct {
 	// OffsetMs is a node's wall clock offset from the host's, as read back
 	// from the node after a clock fault moved it.
 	OffsetMs *int64 `json:"offset_ms,omitempty"`
-	// Step numbers the nemesis step (1 and up) an event belongs to: every
-	// event a fault records, and its landing, carry the same step.
-	Step int `json:"step,omitempty"`
+	// Step numbers the nemesis step an event belongs to: every event a
+	// fault records, and its landing, carry the same step. lockcheck
+	// numbers its steps from 1; a history from another program may start
+	// at 0, so absent (nil) is no step, and 0 is a step like any other.
+	Step *int `json:"step,omitempty"`
 	// Fault names the fault of a landing event (clock-pause, ...).
 	Fault string `json:"fault,omitempty"`
 	// Landed, on a landing event, says whether the step's fault met the
@@ -149,6 +151,9 @@ type Value struct {
 // Int64 returns a pointer to n, for the optional numeric fields of Value.
 func Int64(n int64) *int64 { return &n }
 
+// Int returns a pointer to n, for Value.Step.
+func Int(n int) *int { return &n }
+
 // Bool returns a pointer to b, for Value.Accepted.
 func Bool(b bool) *bool { return &b }
 
@@ -165,6 +170,27 @@ type Header struct {
 	// Head, on every segment of a soak but the first, is what the
 	// segment carries over from the ones before it.
 	Head *SegmentHead `json:"head,omitempty"`
+	// WallOffset, if set, is how a history of another program carried
+	// server-side wall-clock times onto its clock: the offset (wall clock
+	// minus the history's clock, ns) measured at the start and at the end
+	// of the run. lockcheck's own histories need none.
+	WallOffset *WallOffset `json:"wall_offset_ns,omitempty"`
+}
+
+// WallOffset is a wall-clock offset measured at the start and at the end
+// of a run (docs/history.md, "Times from a server's clock").
+type WallOffset struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// Drift is how far the offset moved during the run, in ns: how far a time
+// carried over with one of the two offsets may be off.
+func (w WallOffset) Drift() int64 {
+	if w.End > w.Start {
+		return w.End - w.Start
+	}
+	return w.Start - w.End
 }
 
 // SegmentHead is what a soak's segment carries over from the segments

@@ -35,7 +35,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -86,6 +88,33 @@ type Options struct {
 	TTL       time.Duration
 	TimeLimit time.Duration
 	Seed      int64
+	// Workload ("unfenced"), FenceSource ("lock"), Resource ("memory"),
+	// Keys (1), Think ("20ms"), Retry (10ms), OpTimeout (1s), Pause (twice
+	// the TTL), NemesisInterval (the pause and a second) and
+	// LinearizabilityTimeout (10s) are the flags of lockcheck run of the
+	// same names (--workload, --fence-source, ...), with their defaults.
+	Workload               string
+	FenceSource            string
+	Resource               string
+	Keys                   int
+	Think                  string
+	Retry                  time.Duration
+	OpTimeout              time.Duration
+	Pause                  time.Duration
+	NemesisInterval        time.Duration
+	LinearizabilityTimeout time.Duration
+	// Params are the other flags of lockcheck run, by name: fault
+	// settings ({"skew": "-20s", "restart-delay": "1s", "wipe": "true"}),
+	// the watchdog ({"watchdog": "true"}), the network ({"network":
+	// "proxy"}).
+	Params map[string]string
+	// Variant is the variant your Open sees in Config.Variant ("default").
+	Variant string
+	// Fences and LeasesUntilRelease say what your lock does, as
+	// lockcheck.Backend's fields of the same names: its grants carry a
+	// fence, and a grant with no TTL lasts until it is released.
+	Fences             bool
+	LeasesUntilRelease bool
 	// InProcess runs the clients as goroutines of the test: faster, and
 	// its pause is the weaker fault the package documentation describes.
 	InProcess bool
@@ -176,10 +205,13 @@ func Run(t testing.TB, open Open, opts Options) Result {
 		cfg.WorkerEnv = []string{testEnv + "=" + t.Name()}
 	}
 	out, err := harness.Run(context.Background(), cfg)
-	if err != nil {
+	switch {
+	case err != nil && out.Dir == "":
+		t.Fatalf("locktest: %v", err) // refused before it started
+	case err != nil:
 		t.Fatalf("locktest: the run failed: %v (run directory %s)", err, out.Dir)
 	}
-	_, res, err := results.CheckDir(out.Dir, checker.Options{})
+	_, res, err := results.CheckDir(out.Dir, checker.Options{LinearizabilityTimeout: opts.LinearizabilityTimeout})
 	if err != nil {
 		t.Fatalf("locktest: checking %s: %v", out.Dir, err)
 	}
@@ -189,18 +221,32 @@ func Run(t testing.TB, open Open, opts Options) Result {
 			r.Failed = append(r.Failed, c.Key)
 		}
 	}
-	t.Logf("locktest: verdict %s: %s (report: %s/report.html)", r.Verdict, r.Reason, r.Dir)
+	report := fmt.Sprintf("report: %s%s", filepath.Join(r.Dir, results.ReportFile), keptHint())
+	var mismatches []scenario.Mismatch
+	if expect != nil {
+		mismatches = expect.Compare(res).Mismatches
+	}
 	switch {
-	case expect != nil:
-		if c := expect.Compare(res); !c.OK() {
-			for _, m := range c.Mismatches {
-				t.Errorf("locktest: scenario %s: %s: expected %s, observed %s", expect.Name, m.What, m.Expected, m.Observed)
-			}
+	case len(mismatches) > 0:
+		for _, m := range mismatches {
+			t.Errorf("locktest: scenario %s: %s: expected %s, observed %s", expect.Name, m.What, m.Expected, m.Observed)
 		}
-	case res.Valid != checker.Valid:
-		t.Errorf("locktest: verdict %s: %s (report: %s/report.html)", r.Verdict, r.Reason, r.Dir)
+		t.Logf("locktest: verdict %s: %s (%s)", r.Verdict, r.Reason, report)
+	case expect == nil && res.Valid != checker.Valid:
+		t.Errorf("locktest: verdict %s: %s (%s)", r.Verdict, r.Reason, report)
+	default:
+		t.Logf("locktest: verdict %s: %s (%s)", r.Verdict, r.Reason, report)
 	}
 	return r
+}
+
+// keptHint says, unless go test keeps the test's artifacts, that the run
+// directory goes with the test and how to keep it.
+func keptHint() string {
+	if f := flag.Lookup("test.artifacts"); f != nil && f.Value.String() == "true" {
+		return ""
+	}
+	return "; removed when the test ends: run go test -artifacts to keep it"
 }
 
 // config is the run opts describe, under out, of open registered as the
@@ -224,17 +270,24 @@ func (opts Options) config(name, out string, open Open) (harness.Config, *scenar
 	if _, err := nemesis.Parse(strings.Join(opts.Nemesis, ",")); err != nil {
 		return harness.Config{}, nil, err
 	}
-	register(name, defaultVariant, open, opts)
+	variant := cmp.Or(opts.Variant, defaultVariant)
+	register(name, variant, open, opts)
 	ttl, limit := cmp.Or(opts.TTL, 500*time.Millisecond), cmp.Or(opts.TimeLimit, 5*time.Second)
-	pause := 2 * ttl // a paused holder outlives its lease
+	pause := cmp.Or(opts.Pause, 2*ttl) // a paused holder outlives its lease
+	interval := cmp.Or(opts.NemesisInterval, pause+time.Second)
+	think := cmp.Or(opts.Think, "20ms")
 	cfg := harness.Config{
 		Run: history.RunConfig{
-			Backend: name, Variant: defaultVariant, Workload: workloads.Unfenced, FenceSource: workloads.FenceFromLock,
-			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: 1, Think: "20ms",
-			CommandLine: []string{"go", "test", "-run", runPattern(name)}, Params: map[string]string{},
+			Backend: name, Variant: variant, Workload: cmp.Or(opts.Workload, workloads.Unfenced),
+			FenceSource: cmp.Or(opts.FenceSource, workloads.FenceFromLock), Resource: opts.Resource,
+			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: cmp.Or(opts.Keys, 1), Think: think,
+			CommandLine: []string{"go", "test", "-run", runPattern(name)}, Params: maps.Clone(opts.Params),
 		},
-		Out: out, TTL: ttl, Limit: limit, Pause: pause, Interval: pause + time.Second,
-		Think: "20ms", Retry: 10 * time.Millisecond, OpTimeout: time.Second,
+		Out: out, TTL: ttl, Limit: limit, Pause: pause, Interval: interval,
+		Think: think, Retry: cmp.Or(opts.Retry, 10*time.Millisecond), OpTimeout: cmp.Or(opts.OpTimeout, time.Second),
+	}
+	if cfg.Run.Params == nil {
+		cfg.Run.Params = map[string]string{}
 	}
 	return opts.withAddrs(cfg, name), nil, nil
 }
@@ -302,6 +355,7 @@ func register(name, variant string, open Open, opts Options) {
 	}
 	lockcheck.Register(lockcheck.Backend{
 		Name: name, Variants: []string{variant}, Failpoints: map[string][]string{variant: opts.Failpoints}, Topology: opts.Topology,
+		Fences: opts.Fences, LeasesUntilRelease: opts.LeasesUntilRelease,
 		Open: func(c lockcheck.Config) (lockcheck.Lock, error) {
 			registry.Lock()
 			open := registry.opens[name]

@@ -149,6 +149,9 @@ func ClockSkew(ctx context.Context, env *Env) (Landing, error) {
 		return Landing{}, err
 	}
 	if held := time.Since(began); held+5*time.Millisecond < env.Pause {
+		if l, ok := cutShort(env, fmt.Sprintf("%d clock(s) moved %s", len(picked), signed(s.Skew)), held, env.Pause); ok {
+			return l, nil
+		}
 		return missed("the clocks were moved %s of the %s asked: the run ended first", held.Round(time.Millisecond), env.Pause), nil
 	}
 	return landed("%d clock(s) moved %s for %s", len(picked), signed(s.Skew), env.Pause), nil

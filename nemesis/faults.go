@@ -37,7 +37,11 @@ func PauseHolder(ctx context.Context, env *Env) (Landing, error) {
 		return missed("%s was stopped %s after its lease check, less than its %s TTL: its lease had not run out when it wrote",
 			c.Name(), held.Round(time.Millisecond), env.TTL), nil
 	}
-	return landed("%s was stopped after its lease check for %s, past its %s TTL", c.Name(), held.Round(time.Millisecond), env.TTL), nil
+	l := landed("%s was stopped after its lease check for %s, past its %s TTL", c.Name(), held.Round(time.Millisecond), env.TTL)
+	if held+5*time.Millisecond < env.Pause {
+		l.Why += "; " + cutShortBy(held, env.Pause)
+	}
+	return l, nil
 }
 
 // PauseClient stops a random client wherever it is, for env.Pause.
@@ -65,7 +69,7 @@ func pauseFor(ctx context.Context, env *Env, t Target) (Landing, error) {
 	if err != nil {
 		return Landing{}, err
 	}
-	return heldFor(t, held, env.Pause), nil
+	return heldFor(env, t, held, env.Pause), nil
 }
 
 // KillClient kills a client inside its critical section. Where the backend

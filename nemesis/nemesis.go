@@ -160,7 +160,7 @@ func forStep(base Env, step int, seed uint64) Env {
 	env := base
 	env.Rand = rand.New(rand.NewPCG(seed, 0))
 	env.Record = func(f string, v history.Value) {
-		v.Step = step
+		v.Step = history.Int(step)
 		base.Record(f, v)
 	}
 	return env

@@ -106,7 +106,7 @@ func TestRunRecordsEachStepsLanding(t *testing.T) {
 	verbs, values := rec.list()
 	assert.Equal(t, []string{history.NemPause, history.NemResume, history.NemLanding, history.NemPause, history.NemResume, history.NemLanding}, verbs)
 	for i, v := range values {
-		assert.Equal(t, 1+i/3, v.Step, "event %d (%s)", i, verbs[i])
+		assert.Equal(t, history.Int(1+i/3), v.Step, "event %d (%s)", i, verbs[i])
 	}
 	require.NotNil(t, values[2].Landed)
 	assert.True(t, *values[2].Landed, values[2].Detail)
@@ -374,4 +374,20 @@ func TestWindowsCoverThePlan(t *testing.T) {
 	empty := Window(plan, 0, time.Second)
 	assert.NotNil(t, empty)
 	assert.Empty(t, empty)
+}
+
+// A pause the end of the run cut short after it had lasted a lease created
+// its moment: it landed, and says it was cut short.
+func TestAPauseCutShortAfterALeaseLands(t *testing.T) {
+	nodes := newNodes(1, 0)
+	rec := &recorder{}
+	env := baseEnv(&fakeTargets{nodes: []Target{nodes[0]}}, rec)
+	env.TTL, env.Pause = 100*time.Millisecond, 5*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	l, err := PauseNode(ctx, &env)
+	require.NoError(t, err)
+	assert.True(t, l.Landed, l.Why)
+	assert.Regexp(t, `^redis-0 was stopped, cut short by the end of the run after \S+ of 5s$`, l.Why)
+	assert.Equal(t, []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT}, nodes[0].got(), "the node is continued whatever happens")
 }

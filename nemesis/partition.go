@@ -138,7 +138,10 @@ func Partition(ctx context.Context, env *Env) (Landing, error) {
 	}
 	l := landed("%s was cut off the network for %s", target.Name(), held.Round(time.Millisecond))
 	if held+5*time.Millisecond < env.Pause {
-		l = missed("%s was cut off %s of the %s asked: the run ended first", target.Name(), held.Round(time.Millisecond), env.Pause)
+		var ok bool
+		if l, ok = cutShort(env, target.Name()+" was cut off the network", held, env.Pause); !ok {
+			l = missed("%s was cut off %s of the %s asked: the run ended first", target.Name(), held.Round(time.Millisecond), env.Pause)
+		}
 	}
 	if awaitSwitch != nil && ctx.Err() == nil {
 		// A master cut off long enough was replaced; it rejoins as a

@@ -28,7 +28,7 @@ func PartitionBridge(ctx context.Context, env *Env) (Landing, error) {
 	if err != nil {
 		return Landing{}, err
 	}
-	l := heldSplit(names(s.side), held, env.Pause)
+	l := heldSplit(env, names(s.side), held, env.Pause)
 	l.Why += " (" + bridge.Name() + " the bridge)"
 	return l, nil
 }

@@ -25,13 +25,16 @@ func PartitionHalves(ctx context.Context, env *Env) (Landing, error) {
 	if err != nil {
 		return Landing{}, err
 	}
-	return heldSplit(names(s.side), held, env.Pause), nil
+	return heldSplit(env, names(s.side), held, env.Pause), nil
 }
 
 // heldSplit says whether a split held for the asked d, naming its side.
-func heldSplit(side []string, held, d time.Duration) Landing {
+func heldSplit(env *Env, side []string, held, d time.Duration) Landing {
 	who := listOrNone(side)
 	if held+5*time.Millisecond < d {
+		if l, ok := cutShort(env, who+" was cut from the rest", held, d); ok {
+			return l
+		}
 		return missed("%s was cut from the rest %s of the %s asked: the run ended first", who, held.Round(time.Millisecond), d)
 	}
 	return landed("%s was cut from the rest for %s", who, held.Round(time.Millisecond))

@@ -102,13 +102,22 @@ func PartitionMinority(ctx context.Context, env *Env) (Landing, error) {
 		}
 	}
 	who := target.Name() + " with " + listOrNone(minority)
+	// Both sides can grant once the other side has a master or leader of
+	// its own (on a service with neither, as soon as the split holds, and
+	// it has done what it can once it has held for a lease): that moment,
+	// once created, stands when the end of the run cuts the split short.
+	twoSides := env.Targets.Service() == nil || otherSide != "" || (svc == nil && !isLeaderFinder(env))
+	cut := held+5*time.Millisecond < env.Pause
 	switch {
-	case held+5*time.Millisecond < env.Pause:
+	case cut && (!twoSides || otherSide == "" && held < env.TTL):
 		return missed("%s was cut off %s of the %s asked: the run ended first", who, held.Round(time.Millisecond), env.Pause), nil
-	case env.Targets.Service() != nil && otherSide == "" && (svc != nil || isLeaderFinder(env)):
+	case !twoSides:
 		return missed("%s was cut off for %s, but the other side had no master or leader of its own by then", who, held.Round(time.Millisecond)), nil
 	}
 	l := landed("%s was cut off from the rest for %s", who, held.Round(time.Millisecond))
+	if cut {
+		l = landed("%s was cut off from the rest, %s", who, cutShortBy(held, env.Pause))
+	}
 	if otherSide != "" {
 		l.Why += ", while the other side had " + otherSide
 	}

@@ -150,7 +150,7 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 			sleepCtx(ctx, a.For)
 			held := time.Since(stopped)
 			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
-			l := heldFor(t, held, a.For)
+			l := heldFor(env, t, held, a.For)
 			if !l.Landed && ctx.Err() != nil {
 				// A script's pause is an exact timeline: stopped until the
 				// run ended is as stopped as the run allowed.
@@ -162,7 +162,13 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 	case "resume":
 		return landed("%s was continued", t.Name()), cont(env, t, t.PID())
 	case "kill":
-		return landed("%s was killed", t.Name()), kill(env, t, history.Value{})
+		// A client killed where its trigger held it: the failpoint is the
+		// story (between SETNX and EXPIRE).
+		var v history.Value
+		if a.When != nil && a.When.Client == a.Target {
+			v.Failpoint = a.When.Reaches
+		}
+		return landed("%s was killed", t.Name()), kill(env, t, v)
 	case "restart":
 		r, ok := t.(Restarter)
 		if !ok {

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"syscall"
 	"time"
@@ -74,11 +75,33 @@ func stopFor(ctx context.Context, env *Env, t Target, d time.Duration, v history
 
 // heldFor says whether a stop of held lasted the asked d (a few
 // milliseconds of timer slack aside), and if not, why.
-func heldFor(t Target, held, d time.Duration) Landing {
+func heldFor(env *Env, t Target, held, d time.Duration) Landing {
 	if held+5*time.Millisecond < d {
+		if l, ok := cutShort(env, t.Name()+" was stopped", held, d); ok {
+			return l
+		}
 		return missed("%s was stopped %s of the %s asked: the run ended first", t.Name(), held.Round(time.Millisecond), d)
 	}
 	return landed("%s was stopped for %s", t.Name(), held.Round(time.Millisecond))
+}
+
+// cutShort is the landing of a fault that lasts, which the end of the run
+// cut short after held of the asked d, once it had created its moment: a
+// fault in force for a lease (env.TTL) had what it takes to change what the
+// lock does (a lease runs out under it), and the run ending later takes
+// nothing back. what says what the fault did ("redis-0 was cut off"). ok
+// is false when it had not lasted that long: it missed, the caller says
+// how.
+func cutShort(env *Env, what string, held, d time.Duration) (Landing, bool) {
+	if held < env.TTL {
+		return Landing{}, false
+	}
+	return landed("%s, %s", what, cutShortBy(held, d)), true
+}
+
+// cutShortBy says that the end of the run cut a fault short.
+func cutShortBy(held, d time.Duration) string {
+	return fmt.Sprintf("cut short by the end of the run after %s of %s", held.Round(time.Millisecond), d)
 }
 
 // healer undoes what a fault did so far, whichever way it ends: stopped

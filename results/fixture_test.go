@@ -83,7 +83,7 @@ func goodResult() *checker.Result {
 }
 
 // badResult is what a checker could say about sampleHistory: every check
-// with evidence, linearizability unknown, and the lock stuck at the end.
+// with evidence, linearizability unknown, and the lock orphaned at the end.
 func badResult(s hostile) *checker.Result {
 	r := goodResult()
 	r.Valid = checker.Invalid
@@ -107,6 +107,9 @@ func badResult(s hostile) *checker.Result {
 	r.Checks.Liveness.LongestStallMs = 400
 	r.Checks.Liveness.StuckUntilEnd = true
 	r.Checks.Liveness.StallReason = "c3 died holding " + s.key + " with no TTL: " + s.errText
+	r.Checks.Liveness.Orphaned = 1
+	r.Checks.Liveness.Orphans = []checker.Orphan{{Key: s.key, From: at(1000), To: at(1400), UntilEnd: true, FirstRefused: at(1010), LastRefused: at(1390),
+		Refused: 12, BoundMs: 2000, Reason: "nobody held " + s.key + " from 1.00s to the end of the run: c3 died holding it with no TTL: " + s.errText}}
 	r.Faults = []checker.Fault{{Kind: history.NemPause, Target: s.target, Start: at(10), End: at(800), Index: 4}}
 	return r
 }

@@ -96,9 +96,10 @@ func TestJUnitOutcomes(t *testing.T) {
 			r.Valid = checker.Unknown
 			r.Checks.Linearizability.Result = ""
 		}, with(map[string]string{"linearizability": "error"})},
-		{"stuck lock passes with a note", "unfenced", func(r *checker.Result) {
-			r.Checks.Liveness.StuckUntilEnd = true
-		}, allPass},
+		{"an orphaned lock fails", "unfenced", func(r *checker.Result) {
+			r.Valid = checker.Invalid
+			r.Checks.Liveness.StuckUntilEnd, r.Checks.Liveness.Orphaned = true, 1
+		}, with(map[string]string{"liveness": "failure"})},
 		{"a verdict no check explains still fails", "unfenced", func(r *checker.Result) {
 			r.Valid = checker.Invalid
 		}, with(map[string]string{"verdict": "failure"})},
@@ -153,7 +154,10 @@ func TestJUnitSuiteAndMessages(t *testing.T) {
 	assert.Contains(t, lost.Details, `lost-update on key "lock" at 0.802 s by c0: read 0, resource held 2, wrote 1`)
 	assert.NotContains(t, lost.Details, "stale-write-refused", "a refused write is not corruption")
 	assert.Contains(t, byName["double_ownership"].Failure.Message, "accepted 1 write from them")
-	assert.Contains(t, byName["liveness"].SystemOut, "The lock was stuck until the end of the run from 1.000 s: c3 died holding lock")
+	orphaned := byName["liveness"].Failure
+	require.NotNil(t, orphaned)
+	assert.Equal(t, "The lock was orphaned: nobody held lock from 1.00s to the end of the run: c3 died holding it with no TTL: i/o timeout.", orphaned.Message)
+	assert.Contains(t, orphaned.Details, `key "lock" orphaned from 1.000 s to the end of the run: 12 acquires refused while nobody held it`)
 }
 
 func TestJUnitEscapes(t *testing.T) {

@@ -14,7 +14,7 @@ func runNote(interrupted, incomplete bool, by string) string {
 	case interrupted:
 		return "This run was interrupted before its time limit: the verdict covers only what was recorded."
 	case incomplete:
-		return "This run is incomplete: its history ends without a run-end event (lockcheck was killed or could not record); the verdict covers only what was recorded."
+		return "This run is incomplete: its history ends without a run-end event (its recorder was killed or could not write); the verdict covers only what was recorded."
 	}
 	return ""
 }

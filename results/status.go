@@ -166,12 +166,23 @@ func livenessEvidence(l *checker.Liveness, t0 int64) (string, []string) {
 		// A mitigation at work (min-replicas-to-write) shows as refusals.
 		numbers += fmt.Sprintf(", %s refused by the service", plural(l.AcquireRefused, "acquire"))
 	}
-	if l.StuckUntilEnd {
-		numbers += ", stuck until the end of the run"
+	if l.Orphaned > 0 {
+		numbers += fmt.Sprintf(", orphaned %s", plural(l.Orphaned, "time"))
+		if l.StuckUntilEnd {
+			numbers += " (until the end of the run)"
+		}
 	}
-	var details []string
+	details := capLines(len(l.Orphans), func(i int) string {
+		o := l.Orphans[i]
+		until := "to " + relSec(o.To, t0)
+		if o.UntilEnd {
+			until = "to the end of the run"
+		}
+		return fmt.Sprintf("key %q orphaned from %s %s: %s refused while nobody held it, over longer than the %s ms bound; %s",
+			o.Key, relSec(o.From, t0), until, plural(o.Refused, "acquire"), fmtMs(o.BoundMs), o.Reason)
+	})
 	if l.Stall != nil {
-		details = []string{fmt.Sprintf("longest stall from %s to %s", relSec(l.Stall.Start, t0), relSec(l.Stall.End, t0))}
+		details = append(details, fmt.Sprintf("longest stall from %s to %s", relSec(l.Stall.Start, t0), relSec(l.Stall.End, t0)))
 	}
 	if l.StallReason != "" {
 		details = append(details, l.StallReason)

@@ -33,7 +33,7 @@ func TestSummary(t *testing.T) {
 			"double ownership  FAILED (1 window, 80 ms total, max 80 ms, 1 unsafe write)",
 			"resource          FAILED (1 lost update, 0 stale writes accepted, 1 stale write refused)",
 			"linearizability   UNKNOWN (8 operations in 1 segment)",
-			"liveness          notice (3 grants (2.1/s), longest stall 400 ms, acquire p50 0 ms, p99 0 ms, stuck until the end of the run)",
+			"liveness          FAILED (3 grants (2.1/s), longest stall 400 ms, acquire p50 0 ms, p99 0 ms, orphaned 1 time (until the end of the run))",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

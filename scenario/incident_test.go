@@ -23,8 +23,8 @@ func kleppmann() *checker.Result {
 	}
 	res := &checker.Result{Valid: checker.Invalid, Reason: "c0 was granted lock-0 while c1's lease was certainly live."}
 	res.Faults = []checker.Fault{
-		{Kind: history.NemPause, Target: "redlock-2", Start: sec / 2, End: sec + sec/5, Step: 1, Landed: true},
-		{Kind: history.NemClockJump, Target: "redlock-3", Detail: "+20s", Start: sec + sec/10, End: 2 * sec, Step: 1, Landed: true},
+		{Kind: history.NemPause, Target: "redlock-2", Start: sec / 2, End: sec + sec/5, Step: history.Int(1), Landed: true},
+		{Kind: history.NemClockJump, Target: "redlock-3", Detail: "+20s", Start: sec + sec/10, End: 2 * sec, Step: history.Int(1), Landed: true},
 	}
 	res.Checks.LeaseSafety.Evidence = []checker.LeaseViolation{v}
 	return res

@@ -357,10 +357,6 @@ func (f *File) validate() error {
 			return f.errAt("expect", "unknown check %q (choose one of: %s)", c, strings.Join(Checks, ", "))
 		}
 	}
-	if slices.Contains(f.Expect.Fail, "liveness") {
-		// The verdict is about safety: a stuck lock is a notice.
-		return f.errAt("expect.fail", `liveness never fails; expect a stuck lock with counts: {liveness.stuck_until_end: 1}`)
-	}
 	for _, path := range slices.Sorted(maps.Keys(f.Expect.Counts)) {
 		at := "expect.counts[" + path + "]"
 		if _, _, err := parseCondition(f.Expect.Counts[path]); err != nil {

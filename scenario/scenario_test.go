@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,7 +199,8 @@ expect:
 }
 
 // A scenario reads each check's own status: fails means failed, holds
-// means ok; a notice (a fenced overlap, a stuck lock) is neither.
+// means ok; a notice (a fenced overlap) is neither, and an orphaned lock
+// fails liveness.
 func TestCompareReadsTheChecksStatus(t *testing.T) {
 	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "workload: unfenced", "workload: fenced")))
 	require.NoError(t, err)
@@ -206,7 +208,7 @@ func TestCompareReadsTheChecksStatus(t *testing.T) {
 	res := &checker.Result{Checks: checker.Checks{
 		LeaseSafety:     checker.LeaseSafety{Valid: true},
 		DoubleOwnership: checker.DoubleOwnership{Windows: 2, UnsafeWrites: 1},
-		Liveness:        checker.Liveness{StuckUntilEnd: true},
+		Liveness:        checker.Liveness{StuckUntilEnd: true, Orphaned: 1, Orphans: []checker.Orphan{{Reason: "nobody held lock-0 from 0.30s to the end of the run"}}},
 	}, FaultLanding: checker.FaultLanding{Injected: len(f.Timeline), Landed: len(f.Timeline)}}
 	c := f.Compare(res)
 	var missed []string
@@ -215,7 +217,7 @@ func TestCompareReadsTheChecksStatus(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"double_ownership: notice: Two clients believed they held the lock at the same time; the fenced resource is what keeps this safe.",
-		"liveness: notice: The lock was stuck until the end of the run.",
+		"liveness: failed: The lock was orphaned: nobody held lock-0 from 0.30s to the end of the run.",
 	}, missed)
 }
 
@@ -248,8 +250,17 @@ func TestExpectLanded(t *testing.T) {
 	}
 }
 
-func TestLivenessNeverFails(t *testing.T) {
-	_, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "fail: [resource]", "fail: [liveness]")))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "line 16: fail: liveness never fails; expect a stuck lock with counts: {liveness.stuck_until_end: 1}")
+// An orphaned lock fails liveness, so a scenario can expect it to.
+func TestLivenessCanFail(t *testing.T) {
+	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "fail: [resource]", "fail: [liveness]")))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"liveness"}, f.Expect.Fail)
+	c := f.Compare(&checker.Result{Checks: checker.Checks{Liveness: checker.Liveness{Orphaned: 1}}})
+	for _, m := range c.Mismatches {
+		assert.NotEqual(t, "liveness", m.What, "liveness failed as expected")
+	}
+	i := slices.IndexFunc(c.Lines, func(m Mismatch) bool { return m.What == "liveness" })
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "fails", c.Lines[i].Expected)
+	assert.Contains(t, c.Lines[i].Observed, "failed: The lock was orphaned")
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// FenceFromResource makes the client draw its fence from the resource's
 	// own sequence right after each grant, instead of taking the backend's.
 	FenceFromResource bool
+	// LeasesUntilRelease says the lock holds a grant with no TTL until it
+	// is released: such a grant has no deadline (LeaseError).
+	LeasesUntilRelease bool
 }
 
 // Range is a duration drawn uniformly from [Min, Max].
@@ -190,9 +193,10 @@ func (c *Client) cycle(key string) bool {
 		}
 		g.Fence = &fence
 	}
-	if g.Lost != nil {
-		// A lease renewed in the background has no fixed deadline: the
-		// backend's watchdog ends the client's belief instead.
+	if g.Lost != nil || (g.TTL <= 0 && c.cfg.LeasesUntilRelease) {
+		// A lease renewed in the background, or held until released, has
+		// no fixed deadline: the backend's watchdog ends the client's
+		// belief, or the release does.
 		deadline = 0
 	}
 	c.complete(history.OK, history.FAcquire, key, &history.Value{
@@ -242,7 +246,7 @@ func (c *Client) readModifyWrite(key string, g backends.Grant, deadline int64) b
 		return false
 	}
 	c.fp.Hit(FailpointBeforeLeaseCheck)
-	if leaseLost(g) || (g.Lost == nil && history.Now() >= deadline) {
+	if leaseLost(g) || (deadline != 0 && history.Now() >= deadline) {
 		return true // the lease may be gone: skip the write, as a careful client does
 	}
 	c.fp.Hit(FailpointBeforeWrite)

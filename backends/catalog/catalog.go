@@ -95,6 +95,16 @@ type Backend struct {
 	// environment says so (a node that is lockcheck itself, such as an etcd
 	// member) and reports whether it did; it does not return if it did.
 	RunNode func() bool
+	// Fences says whether a variant's grants carry a fence of the lock's
+	// own when a run asks for one (Spec.Fence, --fence-source lock); nil
+	// is none. A fenced run that asks for the lock's fences from a variant
+	// that hands out none would have every write refused, and is refused
+	// before it starts (harness.Preflight).
+	Fences func(variant string) bool
+	// LeasesUntilRelease says that a grant without a TTL (Grant.TTL 0) is
+	// a lease that lasts until it is released (a session lock); without
+	// it, such a grant is refused at the first one (workloads.LeaseError).
+	LeasesUntilRelease bool
 	// Lease, if set, is the lease the backend really grants when a client
 	// asks for ttl, under the run's params, for a backend that rounds or
 	// clamps it; see GrantedLease.
@@ -110,6 +120,13 @@ func (b Backend) GrantedLease(ttl time.Duration, params map[string]string) time.
 	}
 	return b.Lease(ttl, params)
 }
+
+// EveryVariant says yes for every variant: a backend whose variants all
+// hand out fences.
+func EveryVariant(string) bool { return true }
+
+// HandsOutFences says whether variant's grants carry the lock's own fence.
+func (b Backend) HandsOutFences(variant string) bool { return b.Fences != nil && b.Fences(variant) }
 
 // Flags are a backend's own flags of run and compare.
 type Flags struct {

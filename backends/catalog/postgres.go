@@ -57,6 +57,10 @@ func init() {
 		Signature:        []string{"kill-session"},
 		RequiresResource: map[string]string{postgres.Xact: "postgres"},
 		RunNode:          postgres.RunNodeFromEnv,
+
+		Fences: EveryVariant, // nextval of a sequence, in the lock's session
+		// An advisory lock lasts as long as its session, until released.
+		LeasesUntilRelease: true,
 	})
 }
 

@@ -26,6 +26,7 @@ func init() {
 			}
 			return redis.New(redis.Options{Addr: s.Addrs[0], Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp, Source: s.Source})
 		},
+		Fences:    EveryVariant, // INCR of a fence counter beside the key
 		Programs:  []backends.Program{redis.Server},
 		Signature: []string{"pause-holder"},
 	})

@@ -37,6 +37,7 @@ func fiveMasters(name, variant string, open func(redlock.Options) (backends.Lock
 			}
 			return open(opts)
 		},
+		Fences:    EveryVariant, // INCR on a majority (which a wiped node forgets)
 		Programs:  []backends.Program{redis.Server},
 		Flags:     redlockFlags,
 		Signature: []string{"clock-pause"},

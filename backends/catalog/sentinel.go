@@ -25,6 +25,7 @@ func init() {
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			return sentinel.New(redis.Options{Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp, Source: s.Source}, s.Addrs)
 		},
+		Fences:    EveryVariant, // INCR of a fence counter beside the key
 		Programs:  []backends.Program{redis.Server, sentinel.Program},
 		Flags:     &Flags{Bind: sentinelFlags},
 		Signature: []string{"failover-lost-lock"},

@@ -42,6 +42,7 @@ func init() {
 		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
 			return zookeeper.New(zookeeper.Options{Servers: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
+		Fences:    EveryVariant, // the lock znode's creation zxid
 		Programs:  []backends.Program{zookeeper.Java},
 		Flags:     &Flags{Bind: zookeeperFlags},
 		Signature: []string{"pause-holder"},

@@ -46,6 +46,9 @@ type Config struct {
 	Held bool `json:"held,omitempty"`
 	// FenceSource is where fences come from (workloads.FenceFromLock, ...).
 	FenceSource string `json:"fence_source,omitempty"`
+	// LeasesUntilRelease says the lock holds a grant with no TTL until it
+	// is released (catalog.Backend.LeasesUntilRelease).
+	LeasesUntilRelease bool `json:"leases_until_release,omitempty"`
 }
 
 // Message is one line a worker writes to the harness: an event of its
@@ -100,7 +103,7 @@ func Run(cfg Config, in io.Reader, out io.Writer) error {
 	}
 	client = workloads.NewClient(workloads.Config{
 		Process: cfg.Process, Stride: cfg.Stride, Keys: cfg.Keys, Think: think,
-		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Watchdog: cfg.Watchdog,
+		Retry: cfg.Retry, OpTimeout: cfg.OpTimeout, Seed: cfg.Seed, Watchdog: cfg.Watchdog, LeasesUntilRelease: cfg.LeasesUntilRelease,
 		FenceFromResource: cfg.FenceSource == workloads.FenceFromResource,
 	}, lock, res, func(e history.Event) { msgs.write(Message{Event: &e, Process: e.Process}) }, fps.hit)
 

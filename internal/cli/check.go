@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
@@ -70,9 +71,8 @@ func checkDir(dir string, check dirCheck, opts checker.Options, w io.Writer) (ch
 		return checker.Unknown, err
 	}
 	if err := writeRepro(dir, h, res); err != nil {
-		// The verdict stands on its own: a history no scenario can rerun
-		// (a hand-written one of a backend lockcheck does not have) gets
-		// no repro.yaml, and says why.
+		// The verdict stands on its own: a repro that could not be
+		// written says why.
 		slog.Warn("no repro.yaml for this run", "err", err)
 	}
 	results.Summary(w, dir, h, res)
@@ -81,8 +81,13 @@ func checkDir(dir string, check dirCheck, opts checker.Options, w io.Writer) (ch
 
 // writeRepro leaves the scenario that reproduces a run that ended false in
 // its directory and rewrites the report to link it (the summary prints the
-// command that reruns it).
+// command that reruns it). A history of a backend this lockcheck does not
+// have (one another program recorded, or written by hand of such a lock)
+// gets none: no scenario can rerun it, and that is no one's fault.
 func writeRepro(dir string, h *history.History, res *checker.Result) error {
+	if _, _, err := catalog.Lookup(h.Header.Config.Backend, h.Header.Config.Variant); err != nil {
+		return nil
+	}
 	path, err := repro.Write(dir, h, res)
 	if err != nil || path == "" {
 		return err

@@ -110,3 +110,18 @@ func TestNoFaultThroughProxies(t *testing.T) {
 		})
 	}
 }
+
+// A partition the end of the run cut short, after it had lasted a lease,
+// created its moment: it landed, says it was cut short, and the verdict
+// never says that no fault landed.
+func TestARunEndingDuringAPartitionLanded(t *testing.T) {
+	t.Parallel()
+	inv, res, dir := runMayMiss(t, "--backend", "redis", "--network", harness.NetworkProxy, "--nemesis", "partition",
+		"--workload", "unfenced", "--ttl", "300ms", "--pause", "20s", "--nemesis-interval", "1s", "--time-limit", "3s")
+	require.Equal(t, 1, res.FaultLanding.Injected, inv.stdout)
+	assert.Equal(t, 1, res.FaultLanding.Landed, "%s: %s", res.FaultLanding.Missed, inv.stdout)
+	details := landings(t, dir)
+	require.Len(t, details, 1)
+	assert.Regexp(t, `^redis-0 was cut off the network, cut short by the end of the run after \S+ of 20s$`, details[0])
+	assert.NotContains(t, res.Reason, "No fault landed")
+}

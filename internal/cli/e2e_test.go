@@ -149,13 +149,19 @@ func TestDelReleaseDeletesAnotherClientsLock(t *testing.T) {
 	assert.GreaterOrEqual(t, res.Checks.LeaseSafety.Violations, 1)
 }
 
+// A client killed between SETNX and EXPIRE leaves a key nobody can take:
+// the lock is orphaned, and the verdict is false.
 func TestSetnxExpireKilledClientLeavesLockStuck(t *testing.T) {
 	t.Parallel()
 	inv, res, dir := runLockcheck(t, "--variant", "setnx-expire", "--nemesis", "kill-client", "--time-limit", "8s")
 	l := res.Checks.Liveness
+	assert.Equal(t, exitInvalid, inv.code, inv.stdout)
 	assert.True(t, l.StuckUntilEnd, inv.stdout)
-	assert.Contains(t, l.StallReason, "between SETNX and EXPIRE")
-	assert.Contains(t, l.StallReason, "no TTL")
+	assert.Equal(t, 1, l.Orphaned, inv.stdout)
+	require.NotEmpty(t, l.Orphans)
+	assert.Contains(t, l.Orphans[0].Reason, "between SETNX and EXPIRE")
+	assert.Contains(t, l.Orphans[0].Reason, "no TTL")
+	assert.Contains(t, res.Reason, "The lock was orphaned")
 	report, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	require.NoError(t, err)
 	assert.Contains(t, string(report), "between SETNX and EXPIRE", "the report says why the lock is stuck")
@@ -164,6 +170,8 @@ func TestSetnxExpireKilledClientLeavesLockStuck(t *testing.T) {
 func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	notRun := t.TempDir()
+	fenceless := filepath.Join(t.TempDir(), "fenced.yaml")
+	require.NoError(t, os.WriteFile(fenceless, []byte("name: fenced-without-fences\nbackend: redis\nworkload: fenced\nfence_source: none\nttl: 300ms\nclients: 2\ntime_limit: 2s\nexpect:\n  verdict: \"true\"\n"), 0o644))
 	malformed := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(malformed, "history.jsonl"),
 		[]byte("{\"lockcheck_history\":1,\"start_time\":0,\"config\":{}}\n{\"index\":0,\"time\":1,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\"}\nnot json\n"), 0o644))
@@ -174,6 +182,8 @@ func TestBadInputIsOneLineAndExitTwo(t *testing.T) {
 		{"unknown nemesis", []string{"run", "--out", store, "--nemesis", "meteor"}, `unknown nemesis "meteor"`},
 		{"unknown workload", []string{"run", "--out", store, "--workload", "maybe"}, `unknown workload "maybe"`},
 		{"bad think", []string{"run", "--out", store, "--think", "soon"}, "--think"},
+		{"fenced with no fence", []string{"run", "--out", store, "--workload", "fenced", "--fence-source", "none"}, "--workload fenced with --fence-source none: no write would carry a fence, and the resource would refuse every one; use --fence-source resource"},
+		{"a fenced scenario with no fence", []string{"scenario", "run", "--out", store, "--file", fenceless}, "--workload fenced with --fence-source none"},
 		{"missing redis-server", []string{"run", "--out", store, "--redis-server", "/nonexistent/redis-server"}, "/nonexistent/redis-server not found"},
 		{"not a run directory", []string{"check", notRun}, "is not a lockcheck run directory"},
 		{"malformed history", []string{"check", malformed}, "history.jsonl line 3"},

@@ -91,7 +91,7 @@ func addTestFlags(fl *pflag.FlagSet, f *runFlags) {
 // a run tests (backend, variant, workload, faults). limit is the default
 // --time-limit.
 func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
-	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own: INCR for the Redis backends, unsafe for Redlock, whose nodes forget), resource (after each grant the client draws the next number of the resource's own strictly increasing sequence: safe with every backend) or none")
+	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own: INCR for the Redis backends, unsafe for Redlock, whose nodes forget; --workload fenced is refused for a lock that hands out none), resource (after each grant the client draws the next number of the resource's own strictly increasing sequence: safe with every backend) or none")
 	fl.StringVar(&f.resource, "resource", resource.Memory, "the protected resource: memory (lockcheck's own in-memory store, exact ground truth) or postgres (a row of a real PostgreSQL database started as node pg-0: the fenced write is UPDATE ... WHERE fence_token < $fence AND read_fence <= $fence, and an audit table written in the same transaction is the ground truth)")
 	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock")
 	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs")
@@ -268,6 +268,12 @@ func runAndCheck(ctx context.Context, cfg harness.Config, check dirCheck, opts c
 	var startInterrupted *harness.StartInterrupted
 	if out.Dir == "" || errors.As(runErr, &startInterrupted) {
 		return out, checker.Unknown, runErr // nothing ran: nothing to check
+	}
+	var refused *harness.Refused
+	if errors.As(runErr, &refused) {
+		// The lock broke a rule the run cannot go on without: that is the
+		// one line to say, and what was recorded stays in its directory.
+		return out, checker.Unknown, fmt.Errorf("%v (the run stopped at once; what it recorded is in %s)", runErr, out.Dir)
 	}
 	// Whatever happened, check what was recorded: nothing is lost.
 	if _, err := os.Stat(filepath.Join(out.Dir, results.HistoryFile)); err != nil {

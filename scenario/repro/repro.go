@@ -157,8 +157,8 @@ func steps(h *history.History, res *checker.Result) []int {
 	var out []int
 	for _, a := range anomalies(res, ttl) {
 		for _, f := range res.Faults {
-			if f.Step > 0 && f.Start <= a.End && f.End >= a.Start-ttl && !slices.Contains(out, f.Step) {
-				out = append(out, f.Step)
+			if f.Step != nil && f.Start <= a.End && f.End >= a.Start-ttl && !slices.Contains(out, *f.Step) {
+				out = append(out, *f.Step)
 			}
 		}
 	}
@@ -180,14 +180,15 @@ func timeline(h *history.History, res *checker.Result, chosen []int) []scenario.
 	byStep := map[int][]history.Event{}
 	fault := map[int]string{}
 	for _, e := range h.Events {
-		if e.Process != history.Nemesis || e.Value == nil || e.Value.Step == 0 {
+		if e.Process != history.Nemesis || e.Value == nil || e.Value.Step == nil {
 			continue
 		}
+		step := *e.Value.Step
 		if e.F == history.NemLanding {
-			fault[e.Value.Step] = e.Value.Fault
+			fault[step] = e.Value.Fault
 			continue
 		}
-		byStep[e.Value.Step] = append(byStep[e.Value.Step], e)
+		byStep[step] = append(byStep[step], e)
 	}
 	var out []scenario.Step
 	for _, n := range chosen {

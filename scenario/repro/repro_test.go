@@ -33,24 +33,24 @@ func failingRun() (*history.History, *checker.Result) {
 		}},
 		Events: []history.Event{
 			{Time: t0, Process: 0, Type: history.Invoke, F: "acquire", Key: "k0"},
-			nem(1000, history.NemPause, history.Value{Target: "redis-0", DurationMs: 200, Step: 1}),
-			nem(1200, history.NemResume, history.Value{Target: "redis-0", Step: 1}),
-			nem(1200, history.NemLanding, history.Value{Fault: "pause-node", Step: 1, Landed: history.Bool(true)}),
-			nem(4000, history.NemFailpoint, history.Value{Target: "c4", Failpoint: "before-write", Step: 2}),
-			nem(4001, history.NemPause, history.Value{Target: "c4", Failpoint: "before-write", DurationMs: 1000, Step: 2}),
-			nem(5001, history.NemResume, history.Value{Target: "c4", Step: 2}),
-			nem(5001, history.NemLanding, history.Value{Fault: "pause-holder", Step: 2, Landed: history.Bool(true)}),
-			nem(8000, "switch-master", history.Value{Target: "redis-1", Step: 3}),
-			nem(8100, history.NemLanding, history.Value{Fault: "failover-lost-lock", Step: 3, Landed: history.Bool(true)}),
+			nem(1000, history.NemPause, history.Value{Target: "redis-0", DurationMs: 200, Step: history.Int(1)}),
+			nem(1200, history.NemResume, history.Value{Target: "redis-0", Step: history.Int(1)}),
+			nem(1200, history.NemLanding, history.Value{Fault: "pause-node", Step: history.Int(1), Landed: history.Bool(true)}),
+			nem(4000, history.NemFailpoint, history.Value{Target: "c4", Failpoint: "before-write", Step: history.Int(2)}),
+			nem(4001, history.NemPause, history.Value{Target: "c4", Failpoint: "before-write", DurationMs: 1000, Step: history.Int(2)}),
+			nem(5001, history.NemResume, history.Value{Target: "c4", Step: history.Int(2)}),
+			nem(5001, history.NemLanding, history.Value{Fault: "pause-holder", Step: history.Int(2), Landed: history.Bool(true)}),
+			nem(8000, "switch-master", history.Value{Target: "redis-1", Step: history.Int(3)}),
+			nem(8100, history.NemLanding, history.Value{Fault: "failover-lost-lock", Step: history.Int(3), Landed: history.Bool(true)}),
 		},
 	}
 	res := &checker.Result{
 		Valid: checker.Invalid,
 		Span:  checker.Interval{Start: t0, End: t0 + 10_000*ms},
 		Faults: []checker.Fault{
-			{Kind: "pause", Target: "redis-0", Start: t0 + 1000*ms, End: t0 + 1200*ms, Step: 1},
-			{Kind: "pause", Target: "c4", Start: t0 + 4001*ms, End: t0 + 5001*ms, Failpoint: "before-write", Step: 2},
-			{Kind: "switch-master", Target: "redis-1", Start: t0 + 8000*ms, End: t0 + 8000*ms, Step: 3},
+			{Kind: "pause", Target: "redis-0", Start: t0 + 1000*ms, End: t0 + 1200*ms, Step: history.Int(1)},
+			{Kind: "pause", Target: "c4", Start: t0 + 4001*ms, End: t0 + 5001*ms, Failpoint: "before-write", Step: history.Int(2)},
+			{Kind: "switch-master", Target: "redis-1", Start: t0 + 8000*ms, End: t0 + 8000*ms, Step: history.Int(3)},
 		},
 	}
 	res.Checks.LeaseSafety.Valid = true

@@ -43,6 +43,7 @@ func init() {
 		Open: func(s catalog.Spec, _ backends.Failpoint) (backends.Lock, error) {
 			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
 		},
+		Fences:    catalog.EveryVariant, // the key's create revision
 		Flags:     &catalog.Flags{Bind: etcdFlags},
 		Signature: []string{"pause-holder"},
 		RunNode:   etcd.RunMemberFromEnv,
