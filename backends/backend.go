@@ -70,6 +70,30 @@ type Lock interface {
 	Close() error
 }
 
+// Client is what every lock client is told, whatever its backend; each
+// backend's Options embeds it beside the settings of its own (addresses, a
+// variant, Redlock's node timeout), and the catalog fills it from a run's
+// spec in one place. A backend uses the fields that mean something to it:
+// one with no failpoints never calls Failpoint, a session lock has no TTL.
+type Client struct {
+	// TTL is the lease asked for; a backend that rounds or clamps it
+	// reports what it granted in Grant.TTL.
+	TTL time.Duration
+	// Fence asks for the backend's own fence with every grant (INCR for
+	// Redis, a lock key's revision for etcd).
+	Fence bool
+	// Timeout bounds each operation; one that runs out has an unknown
+	// outcome. 0 is the backend's default.
+	Timeout time.Duration
+	// Source, if set, is the loopback address the client's connections
+	// come from: its own link in the process runtime's network, whose
+	// proxies tell clients apart by it.
+	Source string
+	// Failpoint is hit at the named moments inside the backend's own
+	// operations that a fault can aim at (nil: none).
+	Failpoint Failpoint
+}
+
 // Cleaner is a Lock that can delete what runs left on a service lockcheck
 // did not start (--addr): the lock keys and whatever it keeps beside them
 // (a fence counter).

@@ -49,8 +49,8 @@ func init() {
 			}
 			return postgres.NewService(all)
 		},
-		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return postgres.New(postgres.Options{Addrs: s.Addrs, Variant: s.Variant, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
+		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
+			return postgres.New(postgres.Options{Client: s.Client(fp), Addrs: s.Addrs, Variant: s.Variant})
 		},
 		Programs:         []backends.Program{postgres.Server},
 		Flags:            &Flags{Bind: postgresFlags},

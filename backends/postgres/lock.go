@@ -34,16 +34,14 @@ const FenceSequence = "lockcheck_lock_fence"
 
 // Options configure a client.
 type Options struct {
+	// Client: a session lock has no TTL; Fence draws a fence from
+	// FenceSequence after each grant.
+	backends.Client
 	// Addrs are the cluster's nodes; the client's session is on the first
 	// that accepts writes, so that after a failover it finds the promoted
 	// standby.
 	Addrs   []string
 	Variant string
-	Fence   bool
-	Timeout time.Duration
-	// Source is the address the client's connections come from (the
-	// process runtime's proxies tell clients apart by it).
-	Source string
 }
 
 // Lock is one client's advisory lock. It keeps one session; any error drops

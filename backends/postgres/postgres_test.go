@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func open(t *testing.T, addr, variant string) *postgres.Lock {
 	t.Helper()
-	l, err := postgres.New(postgres.Options{Addrs: []string{addr}, Variant: variant, Fence: true, Timeout: 2 * time.Second})
+	l, err := postgres.New(postgres.Options{Client: backends.Client{Fence: true, Timeout: 2 * time.Second}, Addrs: []string{addr}, Variant: variant})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
