@@ -94,6 +94,41 @@ type Client struct {
 	Failpoint Failpoint
 }
 
+// SessionLock is a Lock whose locks live on server sessions (a PostgreSQL
+// advisory lock, MariaDB's GET_LOCK). Between the client and the server a
+// pooler may run each statement on another session, and an unlock on a
+// session that holds nothing frees nothing; so it names the session each
+// release ran on and the one that holds a key, for the history's evidence.
+type SessionLock interface {
+	Lock
+	// ReleaseOn is Release, also naming the server session the release
+	// ran on ("" when it reached none).
+	ReleaseOn(ctx context.Context, key string, g Grant) (released bool, session string, err error)
+	// InspectHolder is Inspect, also naming the server session that holds
+	// key ("" when none does).
+	InspectHolder(ctx context.Context, key string) (desc, session string, err error)
+}
+
+// Release gives g's lock up with l, naming the server session the release
+// ran on when l's locks live on sessions ("" otherwise).
+func Release(ctx context.Context, l Lock, key string, g Grant) (released bool, session string, err error) {
+	if s, ok := l.(SessionLock); ok {
+		return s.ReleaseOn(ctx, key, g)
+	}
+	released, err = l.Release(ctx, key, g)
+	return released, "", err
+}
+
+// Inspect describes key's state with l, naming the server session that
+// holds it when l's locks live on sessions ("" otherwise).
+func Inspect(ctx context.Context, l Lock, key string) (desc, session string, err error) {
+	if s, ok := l.(SessionLock); ok {
+		return s.InspectHolder(ctx, key)
+	}
+	desc, err = l.Inspect(ctx, key)
+	return desc, "", err
+}
+
 // Cleaner is a Lock that can delete what runs left on a service lockcheck
 // did not start (--addr): the lock keys and whatever it keeps beside them
 // (a fence counter).

@@ -100,6 +100,7 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 		Liveness:        checkLiveness(f, s.latencies),
 	}
 	r.Checks.Resource.withUnjudged(s.unjudged)
+	r.Sessions = s.story.result()
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
 	fenced := hd.Config.Guarded()

@@ -83,6 +83,10 @@ type Result struct {
 	UnknownReasons []string `json:"unknown_reasons,omitempty"`
 	// FaultLanding counts the nemesis steps and those whose fault landed.
 	FaultLanding FaultLanding `json:"fault_landing"`
+	// Sessions is the evidence of locks bound to server sessions that a
+	// release missed or that a session still held at the end (a pooler's
+	// signature); absent when there is none.
+	Sessions *ServerSessions `json:"sessions,omitempty"`
 	// FirstAnomalyMs is the time from the start of the history (its
 	// first event) to the earliest evidence of a failed check, in ms; nil
 	// when no check failed.

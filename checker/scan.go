@@ -157,6 +157,7 @@ type scanner struct {
 	events    int
 	kept      keptValues
 	sessions  sessionEnds
+	story     sessionStory
 
 	// settleAt is the package's settleAt, or 0 for a scan that settles
 	// nothing before the end.
@@ -353,6 +354,8 @@ func (s *scanner) nemesis(e *history.Event) {
 	s.facts.nemesis = append(s.facts.nemesis, e)
 	s.sessions.observe(e, s.procs)
 	switch e.F {
+	case history.NemInspect:
+		s.story.inspected(e)
 	case history.NemRunEnd:
 		s.facts.lastRunEnd = e
 		if !s.facts.hasRunEnd {
@@ -495,6 +498,7 @@ func (s *scanner) completeRelease(ps *procState, e *history.Event) {
 	if !ps.hasReleasing {
 		return
 	}
+	s.story.released(ps.releasing.grant(), ps.releaseAt, e)
 	deletedNothing := e.Type == history.OK && !confirmed(e.Value) && len(ps.releasing.grant().Nodes) == 0
 	if e.Type == history.Fail || deletedNothing {
 		ps.held = append(ps.held, ps.releasing)
@@ -556,10 +560,14 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	if e.Value != nil {
 		g.Fence, g.Nodes, g.Session = s.kept.int(e.Value.Fence), e.Value.Nodes, e.Value.Session
 	}
-	if g.Session != "" {
-		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
+	if g.Session != "" && e.Value.TTLms == 0 {
+		// A session lock has no TTL: the run's --ttl is not its lease.
+		// One whose grant names a TTL is also ended by its session's
+		// idle timeout (MariaDB's wait_timeout), which that TTL is.
+		g.TTLms = 0
 	}
 	k.grants = append(k.grants, g)
+	s.story.granted(g)
 	expiry := s.expiry(inv.Time, g.TTLms)
 	if g.Session != "" {
 		// Kills of its session or node already read; later ones cut it

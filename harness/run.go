@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
@@ -772,12 +773,12 @@ func (f *fleet) inspect(spec catalog.Spec) {
 	defer lock.Close()
 	for _, key := range f.base.Keys {
 		ctx, cancel := context.WithTimeout(context.Background(), f.cfg.OpTimeout)
-		desc, err := lock.Inspect(ctx, key)
+		desc, session, err := backends.Inspect(ctx, lock, key)
 		cancel()
 		if err != nil {
 			desc = key + ": could not inspect: " + err.Error()
 		}
-		f.recordNemesis(history.NemInspect, history.Value{Target: key, Detail: desc})
+		f.recordNemesis(history.NemInspect, history.Value{Target: key, Detail: desc, Session: session})
 	}
 }
 

@@ -207,12 +207,12 @@ func (c *Client) cycle(key string) bool {
 		rel.Detail = LeaseLost
 	}
 	c.invoke(history.FRelease, key, rel)
-	deleted, err := c.lock.Release(ctx, key, g)
+	deleted, session, err := backends.Release(ctx, c.lock, key, g)
 	if err != nil {
 		c.retire(history.FRelease, key, err)
 		return true
 	}
-	c.complete(history.OK, history.FRelease, key, &history.Value{Accepted: history.Bool(deleted)}, nil)
+	c.complete(history.OK, history.FRelease, key, &history.Value{Accepted: history.Bool(deleted), Session: session}, nil)
 	return true
 }
 

@@ -42,15 +42,42 @@ type Options struct {
 	// standby.
 	Addrs   []string
 	Variant string
+	// ExecMode is how the client sends its statements, pgx's
+	// default_query_exec_mode; the zero value is pgx's default,
+	// cache_statement: each statement is prepared once per connection,
+	// under a name derived from its text, and executed by that name
+	// (ExecModes).
+	ExecMode pgx.QueryExecMode
+	// IdleTimeout, if set, is how long a pooler in front of the server lets
+	// the client's connection sit idle before it closes it (PgBouncer's
+	// client_idle_timeout). In session pooling that ends the server
+	// session and every lock on it, so it bounds a grant's lease, which a
+	// statement on the session renews.
+	IdleTimeout time.Duration
 }
+
+// ExecModes name pgx's default_query_exec_mode settings, as its connection
+// strings do. Through a pooler in transaction mode, the statement cache of
+// cache_statement and cache_describe lives on whichever server connection
+// the pooler picked, which the next statement may not get: PgBouncer 1.18
+// keeps no prepared statements, so a statement fails as "prepared statement
+// ... does not exist" (26000) or "already exists" (42P05).
+var ExecModes = map[string]pgx.QueryExecMode{
+	"cache_statement": pgx.QueryExecModeCacheStatement,
+	"cache_describe":  pgx.QueryExecModeCacheDescribe,
+	"describe_exec":   pgx.QueryExecModeDescribeExec,
+	"exec":            pgx.QueryExecModeExec,
+	"simple_protocol": pgx.QueryExecModeSimpleProtocol,
+}
+
+// DefaultExecMode is pgx's own default.
+const DefaultExecMode = "cache_statement"
 
 // Lock is one client's advisory lock. It keeps one session; any error drops
 // it (ending whatever it held) and the next acquire opens another.
 type Lock struct {
 	opts Options
 	conn *pgx.Conn
-	// session names conn's server session: node/backend pid.
-	session string
 	// tx holds the xact variant's lock, on txKey.
 	tx    pgx.Tx
 	txKey string
@@ -86,25 +113,25 @@ func KeyID(key string) int64 {
 // session: the node's cluster_name and the backend's pid.
 func SessionName(node string, pid int32) string { return fmt.Sprintf("%s/%d", node, pid) }
 
+// onSession is what a statement appends to its select list to name the
+// server session it ran on: behind a pooler in transaction mode each
+// statement may run on another, so none is named once per connection.
+const onSession = `, current_setting('cluster_name'), pg_backend_pid()`
+
 // connect opens the client's session if it has none.
 func (l *Lock) connect(ctx context.Context) error {
 	if l.conn != nil && !l.conn.IsClosed() {
 		return nil
 	}
-	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
+	cfg, err := connConfig(l.opts.Addrs, l.opts.Timeout, "read-write", l.opts.Source)
 	if err != nil {
 		return err
 	}
-	var (
-		node string
-		pid  int32
-	)
-	if err := conn.QueryRow(ctx, `SELECT current_setting('cluster_name'), pg_backend_pid()`).Scan(&node, &pid); err != nil {
-		conn.Close(context.Background()) //nolint:errcheck // failed anyway
-		return err
+	if l.opts.ExecMode != 0 {
+		cfg.DefaultQueryExecMode = l.opts.ExecMode
 	}
-	l.conn, l.session = conn, SessionName(node, pid)
-	return nil
+	l.conn, err = pgx.ConnectConfig(ctx, cfg)
+	return err
 }
 
 // drop ends the session after an error: what it held is gone with it, or
@@ -130,14 +157,16 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 		return backends.Grant{}, err
 	}
 	var (
-		got bool
-		err error
+		got  bool
+		node string
+		pid  int32
+		err  error
 	)
 	if l.opts.Variant == Xact {
 		if l.tx, err = l.conn.Begin(ctx); err != nil {
 			return backends.Grant{}, l.drop(err)
 		}
-		err = l.tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, KeyID(key)).Scan(&got)
+		err = l.tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`+onSession, KeyID(key)).Scan(&got, &node, &pid)
 		if err == nil && !got {
 			err = l.tx.Rollback(ctx)
 			l.tx = nil
@@ -147,7 +176,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 		}
 		l.txKey = key
 	} else {
-		err = l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, KeyID(key)).Scan(&got)
+		err = l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`+onSession, KeyID(key)).Scan(&got, &node, &pid)
 		if err == nil && !got {
 			return backends.Grant{}, backends.ErrNotAcquired
 		}
@@ -158,8 +187,14 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	}
 	// No TTL: the lease lasts as long as the session (or transaction).
 	// The client learns that it ended only at its next statement, so its
-	// belief has no deadline and nothing closes Lost.
-	g := backends.Grant{Token: l.session, Session: l.session, Lost: make(chan struct{})}
+	// belief has no deadline and nothing closes Lost; unless a pooler
+	// closes the client's connection once it has been idle for a while,
+	// which is a lease the client's next statement renews.
+	session := SessionName(node, pid)
+	g := backends.Grant{Token: session, Session: session, Lost: make(chan struct{})}
+	if l.opts.IdleTimeout > 0 {
+		g.TTL, g.Lost = l.opts.IdleTimeout, nil
+	}
 	if l.opts.Fence {
 		var fence int64
 		if err := l.conn.QueryRow(ctx, `SELECT nextval('`+FenceSequence+`')`).Scan(&fence); err != nil {
@@ -201,27 +236,40 @@ func split(id int64) (uint32, uint32) { return uint32(uint64(id) >> 32), uint32(
 // Release gives the lock up and reports whether it was still held: the
 // session variant's pg_advisory_unlock returns false (with a warning) when
 // the session did not hold it; the xact variant's commit releases it.
-func (l *Lock) Release(ctx context.Context, key string, _ backends.Grant) (bool, error) {
+func (l *Lock) Release(ctx context.Context, key string, g backends.Grant) (bool, error) {
+	released, _, err := l.ReleaseOn(ctx, key, g)
+	return released, err
+}
+
+// ReleaseOn is Release, naming the server session the unlock ran on
+// (backends.SessionLock): through a pooler in transaction mode it may be
+// another than the grant's, where pg_advisory_unlock finds nothing to
+// release. The xact variant's commit runs on the transaction's session.
+func (l *Lock) ReleaseOn(ctx context.Context, key string, g backends.Grant) (bool, string, error) {
 	if l.conn == nil {
-		return false, errors.New("postgres: no session to release from (it was dropped after an error)")
+		return false, "", errors.New("postgres: no session to release from (it was dropped after an error)")
 	}
 	if l.opts.Variant == Xact {
 		if l.tx == nil || l.txKey != key {
-			return false, nil
+			return false, "", nil
 		}
 		err := l.tx.Commit(ctx)
 		l.tx, l.txKey = nil, ""
 		if err != nil {
-			return false, l.drop(err)
+			return false, "", l.drop(err)
 		}
-		return true, nil
+		return true, g.Session, nil
 	}
-	var released bool
-	if err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, KeyID(key)).Scan(&released); err != nil {
-		return false, l.drop(err)
+	var (
+		released bool
+		node     string
+		pid      int32
+	)
+	if err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`+onSession, KeyID(key)).Scan(&released, &node, &pid); err != nil {
+		return false, "", l.drop(err)
 	}
 	delete(l.held, key)
-	return released, nil
+	return released, SessionName(node, pid), nil
 }
 
 // Tx is the transaction holding key's lock (xact variant), nil when none
@@ -235,32 +283,45 @@ func (l *Lock) Tx(key string) pgx.Tx {
 
 // Inspect says which session holds key's advisory lock, if any.
 func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
+	desc, _, err := l.InspectHolder(ctx, key)
+	return desc, err
+}
+
+// InspectHolder is Inspect, naming the session that holds key
+// (backends.SessionLock). It is lockcheck's own look, not the
+// application's: it asks in the simple protocol, which any pooler passes.
+func (l *Lock) InspectHolder(ctx context.Context, key string) (string, string, error) {
 	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer conn.Close(context.Background())
 	classid, objid := split(KeyID(key))
-	var pids []int32
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND granted`, classid, objid)
+	var (
+		node string
+		pids []int32
+	)
+	rows, err := conn.Query(ctx, `SELECT current_setting('cluster_name'), pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND granted ORDER BY pid`,
+		pgx.QueryExecModeSimpleProtocol, classid, objid)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var pid int32
-		if err := rows.Scan(&pid); err != nil {
-			return "", err
+		if err := rows.Scan(&node, &pid); err != nil {
+			return "", "", err
 		}
 		pids = append(pids, pid)
 	}
 	if err := rows.Err(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if len(pids) == 0 {
-		return key + ": free (no session holds its advisory lock)", nil
+		return key + ": free (no session holds its advisory lock)", "", nil
 	}
-	return fmt.Sprintf("%s: advisory lock held by backend pid %v", key, pids), nil
+	holder := SessionName(node, pids[0])
+	return fmt.Sprintf("%s: advisory lock held by server session %s (backend pid %v)", key, holder, pids), holder, nil
 }
 
 // Close ends the session, and with it every lock it held.
