@@ -215,6 +215,16 @@ type Program struct {
 	// not on PATH (Debian's postgresql: /usr/lib/postgresql/*/bin); the
 	// match sorting last by length, then name (the newest version), wins.
 	Search string
+	// Param, if set, is the run param without which the backend's
+	// topology does not run the program (a part only some runs add, such
+	// as a pooler in front of the server): preflight looks for it only in
+	// a run that sets the param.
+	Param string
+}
+
+// NeededBy says whether a run with params runs the program.
+func (p Program) NeededBy(params map[string]string) bool {
+	return p.Param == "" || params[p.Param] != ""
 }
 
 // Find is the executable for path, the program's name or the user's
