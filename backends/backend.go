@@ -53,6 +53,9 @@ type Grant struct {
 	// (PostgreSQL: node/backend pid): such a lock has no TTL, and its lease
 	// ends when its holder releases it or the session ends.
 	Session string
+	// Via, if set, names the node the session's statements go through (a
+	// pooler): its death closes the session and frees what it held.
+	Via string
 }
 
 // Lock is a client of one lock service. Every error other than

@@ -169,6 +169,9 @@ type Grant struct {
 	// Session is the server session a lock without a TTL is bound to
 	// (PostgreSQL: node/backend pid); its lease ends with the session.
 	Session string `json:"session,omitempty"`
+	// Via names the node (a pooler) the session's statements went
+	// through: its death ends the session too.
+	Via string `json:"via,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
 	// extends, less the clock allowance) or the invoke of a release that

@@ -558,7 +558,7 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence, g.Nodes, g.Session = s.kept.int(e.Value.Fence), e.Value.Nodes, e.Value.Session
+		g.Fence, g.Nodes, g.Session, g.Via = s.kept.int(e.Value.Fence), e.Value.Nodes, e.Value.Session, e.Value.Via
 	}
 	if g.Session != "" && e.Value.TTLms == 0 {
 		// A session lock has no TTL: the run's --ttl is not its lease.
@@ -572,7 +572,7 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	if g.Session != "" {
 		// Kills of its session or node already read; later ones cut it
 		// as they come (sessionEnds.observe).
-		expiry = s.sessions.end(g.Session, inv.Time, expiry)
+		expiry = s.sessions.end(g.Session, g.Via, inv.Time, expiry)
 	}
 	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before})
 }

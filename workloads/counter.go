@@ -197,7 +197,7 @@ func (c *Client) cycle(key string) bool {
 	}
 	c.complete(history.OK, history.FAcquire, key, &history.Value{
 		Token: g.Token, Fence: g.Fence, TTLms: g.TTL.Milliseconds(), Deadline: deadline, Nodes: g.Nodes,
-		Session: g.Session,
+		Session: g.Session, Via: g.Via,
 	}, nil)
 	if !c.readModifyWrite(key, g, deadline) {
 		return true
