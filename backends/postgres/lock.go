@@ -48,12 +48,9 @@ type Options struct {
 	// under a name derived from its text, and executed by that name
 	// (ExecModes).
 	ExecMode pgx.QueryExecMode
-	// IdleTimeout, if set, is how long a pooler in front of the server lets
-	// the client's connection sit idle before it closes it (PgBouncer's
-	// client_idle_timeout). In session pooling that ends the server
-	// session and every lock on it, so it bounds a grant's lease, which a
-	// statement on the session renews.
-	IdleTimeout time.Duration
+	// Via names the pooler the client reaches the server through, if any:
+	// the grants say so, since its death ends their sessions.
+	Via string
 }
 
 // ExecModes name pgx's default_query_exec_mode settings, as its connection
@@ -187,14 +184,9 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	}
 	// No TTL: the lease lasts as long as the session (or transaction).
 	// The client learns that it ended only at its next statement, so its
-	// belief has no deadline and nothing closes Lost; unless a pooler
-	// closes the client's connection once it has been idle for a while,
-	// which is a lease the client's next statement renews.
+	// belief has no deadline and nothing closes Lost.
 	session := SessionName(node, pid)
-	g := backends.Grant{Token: session, Session: session, Lost: make(chan struct{})}
-	if l.opts.IdleTimeout > 0 {
-		g.TTL, g.Lost = l.opts.IdleTimeout, nil
-	}
+	g := backends.Grant{Token: session, Session: session, Via: l.opts.Via, Lost: make(chan struct{})}
 	if l.opts.Fence {
 		var fence int64
 		if err := l.conn.QueryRow(ctx, `SELECT nextval('`+FenceSequence+`')`).Scan(&fence); err != nil {

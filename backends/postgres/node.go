@@ -9,7 +9,10 @@
 // A node is lockcheck itself started with NodeEnv set: it runs initdb into
 // the node's directory on its first start and then the postgres server as
 // its child, as an unprivileged user, since PostgreSQL refuses to run as
-// root (see RunNodeFromEnv).
+// root (see RunNodeFromEnv). A run may put PgBouncer in front of the
+// primary (--pooler pgbouncer, pooler.go), started the same way, through
+// which the clients take their locks as an application behind a pooler
+// does.
 package postgres
 
 import (
@@ -191,13 +194,18 @@ func version(ctx context.Context, addr string) (string, error) {
 }
 
 // RunNodeFromEnv runs this process as a PostgreSQL node if NodeEnv says so,
-// and reports whether it did; it does not return if it did.
+// or as a PgBouncer node if PoolerNodeEnv does, and reports whether it did;
+// it does not return if it did.
 func RunNodeFromEnv() bool {
-	if os.Getenv(NodeEnv) == "" {
+	run, what := runNode, "postgres node:"
+	switch {
+	case os.Getenv(PoolerNodeEnv) != "":
+		run, what = runPooler, "pgbouncer node:"
+	case os.Getenv(NodeEnv) == "":
 		return false
 	}
-	if err := runNode(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "postgres node:", err)
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, what, err)
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -46,15 +47,43 @@ func Require(t *testing.T) string {
 func Start(t *testing.T) string {
 	t.Helper()
 	server := Require(t)
+	self, err := os.Executable()
+	require.NoError(t, err)
+	addr := start(t, postgres.Node(postgres.Primary, self, server), nil)
+	require.NoError(t, postgres.Prepare(context.Background(), addr))
+	return addr
+}
+
+// StartPooler starts a real PgBouncer in front of the PostgreSQL node at
+// primary (from Start) and returns its address; it is stopped as Start's
+// node is.
+func StartPooler(t *testing.T, primary string, pool postgres.Pool) string {
+	t.Helper()
+	pgbouncer, err := postgres.Pooler.Find(postgres.Pooler.Name)
+	if err != nil {
+		t.Fatalf("PgBouncer is not installed (run scripts/setup): %v", err)
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	host, port, err := net.SplitHostPort(primary)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return start(t, postgres.PoolerNode(self, pgbouncer, pool), []backends.Endpoint{{Name: postgres.Primary, Host: host, Ports: []int{p}}})
+}
+
+// start starts the node spec on a free port, with the other nodes all, and
+// waits until it is ready.
+func start(t *testing.T, spec backends.NodeSpec, all []backends.Endpoint) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	self, err := os.Executable()
 	require.NoError(t, err)
-	ep := backends.Endpoint{Name: postgres.Primary, Ports: []int{port}, Dir: t.TempDir()}
-	spec := postgres.Node(postgres.Primary, self, server)
-	cmd := exec.Command(self, spec.Args(ep, nil)...)
+	ep := backends.Endpoint{Name: spec.Name, Ports: []int{port}, Dir: t.TempDir()}
+	cmd := exec.Command(self, spec.Args(ep, all)...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
@@ -72,7 +101,7 @@ func Start(t *testing.T) string {
 		}
 		<-exited
 		for _, pid := range tree {
-			assert.Eventually(t, func() bool { return !procstate.Runs(pid, starts[pid]) }, 10*time.Second, 50*time.Millisecond, "postgres process %d outlived the test", pid)
+			assert.Eventually(t, func() bool { return !procstate.Runs(pid, starts[pid]) }, 10*time.Second, 50*time.Millisecond, "%s process %d outlived the test", spec.Name, pid)
 		}
 	})
 	addr := ep.Addr()
@@ -80,7 +109,6 @@ func Start(t *testing.T) string {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return spec.Ready(ctx, addr) == nil
-	}, 90*time.Second, 100*time.Millisecond, "postgres did not become ready (logs in %s)", ep.Dir)
-	require.NoError(t, postgres.Prepare(context.Background(), addr))
+	}, 90*time.Second, 100*time.Millisecond, "%s did not become ready (logs in %s)", spec.Name, ep.Dir)
 	return addr
 }
