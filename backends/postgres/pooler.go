@@ -140,7 +140,7 @@ func runPooler(args []string) error {
 	if err != nil {
 		return err
 	}
-	return runAs(*program, []string{ini}, filepath.Join(*dir, PoolerLog), true)
+	return backends.RunUnprivileged(*program, []string{ini}, filepath.Join(*dir, PoolerLog), true)
 }
 
 // poolerConfig writes pgbouncer.ini and its auth file into dir and
