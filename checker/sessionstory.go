@@ -46,9 +46,16 @@ type StrandedLock struct {
 	// Grant is the last grant made on that session, nil when no grant of
 	// the run named it; Release is how its client let it go: a release
 	// that ran elsewhere (Moved), one that ended in Error, or none.
-	Grant   *Grant        `json:"grant,omitempty"`
+	Grant   *SessionGrant `json:"grant,omitempty"`
 	Release *MovedRelease `json:"release,omitempty"`
 	Error   string        `json:"release_error,omitempty"`
+}
+
+// SessionGrant is the grant a stranded lock's session was given last.
+type SessionGrant struct {
+	Process history.Process `json:"process"`
+	OK      int64           `json:"ok"`    // the acquire ok's time
+	Index   int64           `json:"index"` // the acquire ok's history index
 }
 
 // sessionTrack is what the scan keeps of a session's last grant of a key
@@ -124,7 +131,7 @@ func (st *sessionStory) inspected(e *history.Event) {
 	}
 	s := StrandedLock{Key: e.Value.Target, Session: e.Value.Session, Time: e.Time}
 	if tr := st.tracks[s.Key][s.Session]; tr != nil {
-		g := tr.grant
+		g := SessionGrant{Process: tr.grant.Process, OK: tr.grant.OK, Index: tr.grant.Index}
 		s.Grant, s.Release, s.Error = &g, tr.release, tr.err
 	}
 	st.res.Stranded = append(st.res.Stranded, s)
