@@ -59,7 +59,7 @@ type SessionGrant struct {
 }
 
 // sessionTrack is what the scan keeps of a session's last grant of a key
-// until a release on that very session frees it.
+// and how its client let it go.
 type sessionTrack struct {
 	grant   Grant
 	release *MovedRelease
@@ -109,8 +109,10 @@ func (st *sessionStory) released(g *Grant, at int64, e *history.Event) {
 		on = e.Value.Session
 	}
 	if on == "" || on == g.Session {
-		if confirmed(e.Value) {
-			delete(st.tracks[g.Key], g.Session) // freed where it was held
+		// Released where it was granted; a session that still holds the
+		// key at the end held it more than once (re-entrant grants).
+		if tr != nil {
+			tr.release, tr.err = nil, ""
 		}
 		return
 	}

@@ -50,6 +50,15 @@ func TestSessionStory(t *testing.T) {
 			"c2 was granted lock-0 at 0.05s while c0's lease was certainly live, both on server session pg-0/4702",
 			"c2 released lock-0 on server session pg-0/4711, but its grant was on pg-0/4702; pg-0/4702 still held it at the end (2 releases in all",
 		}},
+		{"transaction pooling: granted twice on one session, released once there, held at the end", func(b *builder) {
+			sessionAcquire(b, 0, 0, 1, "pg-0/4702")
+			sessionAcquire(b, 1, 50, 51, "pg-0/4702")
+			releaseOn(b, 0, 100, 101, "pg-0/4702", true)
+			releaseOn(b, 1, 150, 151, "pg-0/4711", false)
+			inspectHeld(b, 400, "pg-0/4702")
+		}, Invalid, 1, []string{
+			"c1 released lock-0 on server session pg-0/4711, but its grant was on pg-0/4702; pg-0/4702 still held it at the end",
+		}},
 		{"transaction pooling, extended protocol: the release fails, the session keeps the lock", func(b *builder) {
 			sessionAcquire(b, 0, 0, 1, "pg-0/4702")
 			b.Op(0, history.FRelease, 100, &history.Value{Token: "c0"}, 101, history.Info, nil)
