@@ -105,8 +105,13 @@ func TestAdvisoryLocksOnALiveServer(t *testing.T) {
 		_, err = a.Release(ctx, "k3", ga)
 		assert.Error(t, err, "the commit of a terminated session fails")
 
-		gb, err := b.Acquire(ctx, "k3")
-		require.NoError(t, err)
+		// The terminated backend says so before it exits and lets its
+		// locks go.
+		var gb backends.Grant
+		require.Eventually(t, func() bool {
+			gb, err = b.Acquire(ctx, "k3")
+			return err == nil
+		}, 5*time.Second, 10*time.Millisecond, "the lock stayed held after its session was terminated: %v", err)
 		reply, err = write(b, 2, 1)
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), reply.Prev, "the killed client's write never committed")
