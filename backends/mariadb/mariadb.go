@@ -65,10 +65,6 @@ func WaitTimeout(asked, ttl time.Duration) time.Duration {
 	return max(1, (asked+time.Second-1)/time.Second) * time.Second
 }
 
-// SessionName is how a grant and a kill-session event name a server
-// session: the node's name and the connection id.
-func SessionName(node string, id int64) string { return fmt.Sprintf("%s/%d", node, id) }
-
 // open is a pool of connections to addr from source; lockcheck's own
 // connections (inspection, cleaning, the service) take it too.
 func open(addr string, timeout time.Duration, source string) (*sql.DB, error) {
@@ -152,7 +148,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	l.held[key] = true
 	// The lock lives as long as the session, which the server closes once
 	// it has been idle for wait_timeout: that is the lease.
-	session := SessionName(l.node, id)
+	session := backends.SessionName(l.node, id)
 	return backends.Grant{Token: session, Session: session, TTL: l.opts.WaitTimeout}, nil
 }
 
@@ -190,7 +186,7 @@ func (l *Lock) ReleaseOn(ctx context.Context, key string, _ backends.Grant) (boo
 		return false, "", l.drop(err)
 	}
 	delete(l.held, key)
-	return released.Valid && released.Int64 == 1, SessionName(l.node, id), nil
+	return released.Valid && released.Int64 == 1, backends.SessionName(l.node, id), nil
 }
 
 // Inspect says which session holds key, if any.
@@ -217,7 +213,7 @@ func (l *Lock) InspectHolder(ctx context.Context, key string) (string, string, e
 	if !id.Valid {
 		return key + ": free (no session holds it: IS_USED_LOCK is NULL)", "", nil
 	}
-	holder := SessionName(node, id.Int64)
+	holder := backends.SessionName(node, id.Int64)
 	return fmt.Sprintf("%s: held by server session %s (connection id %d)", key, holder, id.Int64), holder, nil
 }
 

@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -195,22 +194,16 @@ type Service struct {
 
 // NewService is the handle on the nodes eps.
 func NewService(eps []backends.Endpoint) *Service {
-	s := &Service{nodes: map[string]string{}}
-	for _, e := range eps {
-		s.nodes[e.Name] = e.Addr()
-	}
-	return s
+	return &Service{nodes: backends.AddrsByName(eps)}
 }
 
 // TerminateSession ends the session named session (node/connection id, as
 // a grant names it) with KILL CONNECTION, and reports whether the server
 // found that connection to kill.
 func (s *Service) TerminateSession(ctx context.Context, session string) (bool, error) {
-	node, idText, ok := strings.Cut(session, "/")
-	id, err := strconv.ParseInt(idText, 10, 64)
-	addr, known := s.nodes[node]
-	if !ok || err != nil || !known {
-		return false, fmt.Errorf("mariadb: %q names no session of this run's nodes", session)
+	addr, id, err := backends.SessionOn(s.nodes, session)
+	if err != nil {
+		return false, fmt.Errorf("mariadb: %w", err)
 	}
 	db, err := open(addr, 2*time.Second, "")
 	if err != nil {

@@ -106,9 +106,9 @@ func KeyID(key string) int64 {
 	return int64(h.Sum64())
 }
 
-// SessionName is how a grant and a kill-session event name a server
-// session: the node's cluster_name and the backend's pid.
-func SessionName(node string, pid int32) string { return fmt.Sprintf("%s/%d", node, pid) }
+// sessionName names a server session: the node's cluster_name and the
+// backend's pid.
+func sessionName(node string, pid int32) string { return backends.SessionName(node, int64(pid)) }
 
 // onSession is what a statement appends to its select list to name the
 // server session it ran on: behind a pooler in transaction mode each
@@ -185,7 +185,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	// No TTL: the lease lasts as long as the session (or transaction).
 	// The client learns that it ended only at its next statement, so its
 	// belief has no deadline and nothing closes Lost.
-	session := SessionName(node, pid)
+	session := sessionName(node, pid)
 	g := backends.Grant{Token: session, Session: session, Via: l.opts.Via, Lost: make(chan struct{})}
 	if l.opts.Fence {
 		var fence int64
@@ -261,7 +261,7 @@ func (l *Lock) ReleaseOn(ctx context.Context, key string, g backends.Grant) (boo
 		return false, "", l.drop(err)
 	}
 	delete(l.held, key)
-	return released, SessionName(node, pid), nil
+	return released, sessionName(node, pid), nil
 }
 
 // Tx is the transaction holding key's lock (xact variant), nil when none
@@ -312,7 +312,7 @@ func (l *Lock) InspectHolder(ctx context.Context, key string) (string, string, e
 	if len(pids) == 0 {
 		return key + ": free (no session holds its advisory lock)", "", nil
 	}
-	holder := SessionName(node, pids[0])
+	holder := sessionName(node, pids[0])
 	return fmt.Sprintf("%s: advisory lock held by server session %s (backend pid %v)", key, holder, pids), holder, nil
 }
 
