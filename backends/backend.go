@@ -53,6 +53,9 @@ type Grant struct {
 	// (PostgreSQL: node/backend pid): such a lock has no TTL, and its lease
 	// ends when its holder releases it or the session ends.
 	Session string
+	// Via, if set, names the node the session's statements go through (a
+	// pooler): its death closes the session and frees what it held.
+	Via string
 }
 
 // Lock is a client of one lock service. Every error other than
@@ -68,6 +71,65 @@ type Lock interface {
 	// run records at its end (for example a key left with no TTL).
 	Inspect(ctx context.Context, key string) (string, error)
 	Close() error
+}
+
+// Client is what every lock client is told, whatever its backend; each
+// backend's Options embeds it beside the settings of its own (addresses, a
+// variant, Redlock's node timeout), and the catalog fills it from a run's
+// spec in one place. A backend uses the fields that mean something to it:
+// one with no failpoints never calls Failpoint, a session lock has no TTL.
+type Client struct {
+	// TTL is the lease asked for; a backend that rounds or clamps it
+	// reports what it granted in Grant.TTL.
+	TTL time.Duration
+	// Fence asks for the backend's own fence with every grant (INCR for
+	// Redis, a lock key's revision for etcd).
+	Fence bool
+	// Timeout bounds each operation; one that runs out has an unknown
+	// outcome. 0 is the backend's default.
+	Timeout time.Duration
+	// Source, if set, is the loopback address the client's connections
+	// come from: its own link in the process runtime's network, whose
+	// proxies tell clients apart by it.
+	Source string
+	// Failpoint is hit at the named moments inside the backend's own
+	// operations that a fault can aim at (nil: none).
+	Failpoint Failpoint
+}
+
+// SessionLock is a Lock whose locks live on server sessions (a PostgreSQL
+// advisory lock, MariaDB's GET_LOCK). Between the client and the server a
+// pooler may run each statement on another session, and an unlock on a
+// session that holds nothing frees nothing; so it names the session each
+// release ran on and the one that holds a key, for the history's evidence.
+type SessionLock interface {
+	Lock
+	// ReleaseOn is Release, also naming the server session the release
+	// ran on ("" when it reached none).
+	ReleaseOn(ctx context.Context, key string, g Grant) (released bool, session string, err error)
+	// InspectHolder is Inspect, also naming the server session that holds
+	// key ("" when none does).
+	InspectHolder(ctx context.Context, key string) (desc, session string, err error)
+}
+
+// Release gives g's lock up with l, naming the server session the release
+// ran on when l's locks live on sessions ("" otherwise).
+func Release(ctx context.Context, l Lock, key string, g Grant) (released bool, session string, err error) {
+	if s, ok := l.(SessionLock); ok {
+		return s.ReleaseOn(ctx, key, g)
+	}
+	released, err = l.Release(ctx, key, g)
+	return released, "", err
+}
+
+// Inspect describes key's state with l, naming the server session that
+// holds it when l's locks live on sessions ("" otherwise).
+func Inspect(ctx context.Context, l Lock, key string) (desc, session string, err error) {
+	if s, ok := l.(SessionLock); ok {
+		return s.InspectHolder(ctx, key)
+	}
+	desc, err = l.Inspect(ctx, key)
+	return desc, "", err
 }
 
 // Cleaner is a Lock that can delete what runs left on a service lockcheck
@@ -156,6 +218,16 @@ type Program struct {
 	// not on PATH (Debian's postgresql: /usr/lib/postgresql/*/bin); the
 	// match sorting last by length, then name (the newest version), wins.
 	Search string
+	// Param, if set, is the run param without which the backend's
+	// topology does not run the program (a part only some runs add, such
+	// as a pooler in front of the server): preflight looks for it only in
+	// a run that sets the param.
+	Param string
+}
+
+// NeededBy says whether a run with params runs the program.
+func (p Program) NeededBy(params map[string]string) bool {
+	return p.Param == "" || params[p.Param] != ""
 }
 
 // Find is the executable for path, the program's name or the user's

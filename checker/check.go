@@ -101,6 +101,7 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 	}
 	r.Checks.Resource.withUnjudged(s.unjudged)
 	r.Checks.Resource.withUntiedLog(s.logKeys, f.keys)
+	r.Sessions = s.story.result()
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
 	fenced := hd.Config.Guarded()

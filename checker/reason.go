@@ -17,7 +17,13 @@ func explain(r *Result, fenced bool) string {
 	x := explainer{r: r, fenced: fenced}
 	switch r.Valid {
 	case Invalid:
-		return sentence(x.anomalies())
+		parts := x.anomalies()
+		if story := x.sessionPhrase(); story != "" {
+			// The pooler's story is the cause of what broke: it follows
+			// the first anomaly and comes before the rest.
+			parts = slices.Insert(parts, min(1, len(parts)), story)
+		}
+		return sentence(parts)
 	case Unknown:
 		// The checks that could not decide say why; when none did, the
 		// run's own reasons carry the sentence (withRunReasons).
@@ -28,11 +34,20 @@ func explain(r *Result, fenced bool) string {
 			}
 		}
 		if len(why) == 0 {
+			// The run's own reasons carry the sentence; a pooler's story
+			// still says what the service was left holding.
+			if story := x.sessionPhrase(); story != "" {
+				return sentence([]string{story})
+			}
 			return ""
 		}
 		return "No safety check failed, but " + lowerFirst(strings.Join(why, "; ")) + "."
 	}
-	return sentence([]string{x.noAnomaly()})
+	parts := []string{x.noAnomaly()}
+	if story := x.sessionPhrase(); story != "" {
+		parts = append(parts, story)
+	}
+	return sentence(parts)
 }
 
 func sentence(parts []string) string {
@@ -114,6 +129,11 @@ func (x explainer) leaseViolation(v LeaseViolation) string {
 		v.Later.Process, v.Key, onNodes(v.Later.Nodes), granted, v.Earlier.Process, onNodes(v.Earlier.Nodes))
 	if v.Earlier.CertainEnd <= x.r.Span.End {
 		s += " until " + until
+	}
+	if v.Later.Session != "" && v.Later.Session == v.Earlier.Session {
+		// A session lock is re-entrant: a pooler that hands the holder's
+		// server connection to another client hands it the lock too.
+		s += fmt.Sprintf(", both on server session %s", v.Later.Session)
 	}
 	if f := leaseFault(faultsDuring(x.r.Faults, v.Earlier.OK, v.Later.OK), v); f != nil {
 		s += " (" + faultPhraseAt(*f, v.Later.OK) + ")"

@@ -87,6 +87,10 @@ type Result struct {
 	// during the run (the header's wall_offset_ns), in ms; every lease's
 	// clock allowance was widened by it. Nil when the header has none.
 	ClockDriftMs *float64 `json:"clock_drift_ms,omitempty"`
+	// Sessions is the evidence of locks bound to server sessions that a
+	// release missed or that a session still held at the end (a pooler's
+	// signature); absent when there is none.
+	Sessions *ServerSessions `json:"sessions,omitempty"`
 	// FirstAnomalyMs is the time from the start of the history (its
 	// first event) to the earliest evidence of a failed check, in ms; nil
 	// when no check failed.
@@ -169,6 +173,9 @@ type Grant struct {
 	// Session is the server session a lock without a TTL is bound to
 	// (PostgreSQL: node/backend pid); its lease ends with the session.
 	Session string `json:"session,omitempty"`
+	// Via names the node (a pooler) the session's statements went
+	// through: its death ends the session too.
+	Via string `json:"via,omitempty"`
 	// CertainEnd is the earliest moment the lease can have ended: the
 	// earliest possible expiry (invoke + TTL, pushed out by successful
 	// extends, less the clock allowance) or the invoke of a release that

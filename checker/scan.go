@@ -251,6 +251,7 @@ type scanner struct {
 	kept      keptValues
 	sessions  sessionEnds
 	inForce   faultsInForce // the faults so far, for quiet acquires
+	story     sessionStory
 
 	// settleAt is the package's settleAt, or 0 for a scan that settles
 	// nothing before the end.
@@ -450,6 +451,8 @@ func (s *scanner) nemesis(e *history.Event) {
 	s.sessions.observe(e, s.procs)
 	s.inForce.observe(e)
 	switch e.F {
+	case history.NemInspect:
+		s.story.inspected(e)
 	case history.NemRunEnd:
 		s.facts.lastRunEnd = e
 		if !s.facts.hasRunEnd {
@@ -600,6 +603,7 @@ func (s *scanner) completeRelease(ps *procState, e *history.Event) {
 	if !ps.hasReleasing {
 		return
 	}
+	s.story.released(ps.releasing.grant(), ps.releaseAt, e)
 	deletedNothing := e.Type == history.OK && !confirmed(e.Value) && len(ps.releasing.grant().Nodes) == 0
 	switch {
 	case e.Type == history.OK && confirmed(e.Value):
@@ -688,20 +692,24 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	g := Grant{Key: k.key, Process: e.Process, Invoke: inv.Time, OK: e.Time, Index: e.Index}
 	g.TTLms = ttlOf(e.Value, inv.Value, s.cfg.TTLms)
 	if e.Value != nil {
-		g.Fence, g.Nodes, g.Session = s.kept.int(e.Value.Fence), e.Value.Nodes, e.Value.Session
+		g.Fence, g.Nodes, g.Session, g.Via = s.kept.int(e.Value.Fence), e.Value.Nodes, e.Value.Session, e.Value.Via
 	}
-	if g.Session != "" {
-		g.TTLms = 0 // a session lock has no TTL: the run's --ttl is not its lease
+	if g.Session != "" && e.Value.TTLms == 0 {
+		// A session lock has no TTL: the run's --ttl is not its lease.
+		// One whose grant names a TTL is also ended by its session's
+		// idle timeout (MariaDB's wait_timeout), which that TTL is.
+		g.TTLms = 0
 	}
 	if a != nil {
 		a.outcome, a.ttl = attemptGranted, g.TTLms
 	}
 	k.grants = append(k.grants, g)
+	s.story.granted(g)
 	expiry := s.expiry(inv.Time, g.TTLms)
 	if g.Session != "" {
 		// Kills of its session or node already read; later ones cut it
 		// as they come (sessionEnds.observe).
-		expiry = s.sessions.end(g.Session, inv.Time, expiry)
+		expiry = s.sessions.end(g.Session, g.Via, inv.Time, expiry)
 	}
 	ps.held = append(ps.held, heldLease{key: k, idx: len(k.grants) - 1, expiry: expiry, believed: true, before: before, attempt: attemptIdx})
 }

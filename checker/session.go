@@ -12,7 +12,8 @@ import (
 // session, a kill of the node that serves it or of the client that opened
 // it, or the holder giving up (an operation with an unknown outcome: the
 // client drops its session then, so the lease may have ended as early as
-// that operation's invoke). See docs/postgres-model.md.
+// that operation's invoke). A pooler the session's statements go through
+// (the grant's via) ends it by dying too. See docs/history.md.
 
 // sessionEnds are the moments faults ended server sessions, as far as the
 // scan has read. The scan reads a history once, in order, and whether a
@@ -75,7 +76,7 @@ func (s *sessionEnds) observe(e *history.Event, procs map[history.Process]*procS
 		s.byNode[node] = append(s.byNode[node], e.Time)
 		s.cut(procs, e.Time, func(g *Grant) bool {
 			n, _, _ := strings.Cut(g.Session, "/")
-			return g.Session != "" && n == node
+			return g.Session != "" && (n == node || g.Via == node)
 		}, func(sessionUndo) {})
 	}
 }
@@ -95,11 +96,12 @@ func (s *sessionEnds) cut(procs map[history.Process]*procState, at int64, match 
 }
 
 // end is the first moment at or after from at which a fault ended session
-// (node/pid) among those read so far, else after.
-func (s sessionEnds) end(session string, from, after int64) int64 {
+// (node/pid, its statements going via a node or none) among those read so
+// far, else after.
+func (s sessionEnds) end(session, via string, from, after int64) int64 {
 	end := after
 	node, _, _ := strings.Cut(session, "/")
-	for _, ts := range [][]int64{s.bySession[session], s.byNode[node]} {
+	for _, ts := range [][]int64{s.bySession[session], s.byNode[node], s.byNode[via]} {
 		for _, t := range ts {
 			if t >= from && t < end {
 				end = t

@@ -60,6 +60,18 @@ func TestSessionLeases(t *testing.T) {
 			sessionAcquire(b, 1, 3000, 3001, "pg-0/11")
 			b.Add(3100, 0, history.Invoke, history.FRelease, nil).Add(3101, 0, history.Info, history.FRelease, nil)
 		}, 0, 1},
+		{"a kill of the pooler the session's statements go through ends it", func(b *builder) {
+			b.Op(0, history.FAcquire, 0, nil, 1, history.OK, &history.Value{Token: "pg-0/10", Session: "pg-0/10", Via: "pgbouncer-0"})
+			b.Nemesis(100, history.NemKill, "pgbouncer-0", "", "data kept")
+			sessionAcquire(b, 1, 3000, 3001, "pg-0/11")
+			b.Add(3100, 0, history.Invoke, history.FRelease, nil).Add(3101, 0, history.Info, history.FRelease, nil)
+		}, 0, 1},
+		{"a kill of a pooler the session does not go through ends nothing", func(b *builder) {
+			sessionAcquire(b, 0, 0, 1, "pg-0/10")
+			b.Nemesis(100, history.NemKill, "pgbouncer-0", "", "data kept")
+			sessionAcquire(b, 1, 3000, 3001, "pg-0/11")
+			b.Add(3100, 0, history.Invoke, history.FRelease, nil).Add(3101, 0, history.Info, history.FRelease, nil)
+		}, 1, 1},
 		{"the holder giving up ends its session lease at the failed operation's invoke", func(b *builder) {
 			sessionAcquire(b, 0, 0, 1, "pg-0/10")
 			b.Add(50, 0, history.Invoke, history.FRead, nil).Add(1050, 0, history.Info, history.FRead, nil)

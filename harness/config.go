@@ -199,9 +199,13 @@ func checkFenceSource(cfg Config, b catalog.Backend) error {
 	return nil
 }
 
-// checkPrograms finds the server programs a backend's local processes run.
-func checkPrograms(programs catalog.Programs, b catalog.Backend) error {
+// checkPrograms finds the server programs a backend's local processes run
+// in a run with params.
+func checkPrograms(programs catalog.Programs, b catalog.Backend, params map[string]string) error {
 	for _, p := range b.Programs {
+		if !p.NeededBy(params) {
+			continue
+		}
 		if _, err := p.Find(programs.Path(p.Name)); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
@@ -177,7 +178,13 @@ func (r *run) startService(ctx context.Context, nodesDir string) error {
 			continue
 		}
 		if v, err := specs[i].Version(ctx, e.Addr()); err == nil {
-			r.cfg.Run.Versions[top.versionKey(i)] = v
+			key := top.versionKey(i)
+			if had, ok := r.cfg.Run.Versions[key]; ok && had != v {
+				// Two nodes of one program that run different servers
+				// (lockcheck itself as a PostgreSQL node and as its pooler).
+				key += " (" + e.Name + ")"
+			}
+			r.cfg.Run.Versions[key] = v
 		}
 	}
 	// A variant that needs the resource writes it in the lock's transaction.
@@ -445,11 +452,11 @@ func (r *run) inspect() {
 	defer lock.Close()
 	for _, key := range lockKeys(r.cfg) {
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
-		desc, err := lock.Inspect(ctx, key)
+		desc, session, err := backends.Inspect(ctx, lock, key)
 		cancel()
 		if err != nil {
 			desc = key + ": could not inspect: " + err.Error()
 		}
-		r.rec.nemesis(history.NemInspect, history.Value{Target: key, Detail: desc})
+		r.rec.nemesis(history.NemInspect, history.Value{Target: key, Detail: desc, Session: session})
 	}
 }

@@ -121,7 +121,7 @@ func preflightRuntime(cfg Config, b catalog.Backend, specs []backends.NodeSpec) 
 		if err := checkNetwork(cfg, specs); err != nil {
 			return err
 		}
-		return checkPrograms(cfg.Programs, b)
+		return checkPrograms(cfg.Programs, b, cfg.Run.Params)
 	case RuntimeDocker:
 		for _, s := range specs {
 			if s.Image == nil {

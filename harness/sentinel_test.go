@@ -221,7 +221,7 @@ func TestMinReplicasToWriteRefusesTheLock(t *testing.T) {
 	s.MinReplicasToWrite = 1
 	top := startSentinel(t, s)
 	ctx := context.Background()
-	lock, err := sentinel.New(redis.Options{TTL: 10 * time.Second, Fence: true}, sentinel.SentinelAddrs(top.eps))
+	lock, err := sentinel.New(redis.Options{Client: backends.Client{TTL: 10 * time.Second, Fence: true}}, sentinel.SentinelAddrs(top.eps))
 	require.NoError(t, err)
 	defer lock.Close()
 

@@ -62,7 +62,7 @@ func (e zkEnsemble) lock(t *testing.T, ttl time.Duration, names ...string) *zook
 	for _, name := range names {
 		addrs = append(addrs, e.node(name).addr())
 	}
-	l, err := zookeeper.New(zookeeper.Options{Servers: addrs, TTL: ttl, Fence: true, Timeout: 5 * time.Second})
+	l, err := zookeeper.New(zookeeper.Options{Client: backends.Client{TTL: ttl, Fence: true, Timeout: 5 * time.Second}, Servers: addrs})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l

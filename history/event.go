@@ -125,6 +125,10 @@ type Value struct {
 	// a PostgreSQL advisory lock: node/backend pid), and the session a
 	// kill-session event terminated.
 	Session string `json:"session,omitempty"`
+	// Via, on an acquire ok bound to a session, names the node the
+	// session's statements go through (a pooler, pgbouncer-0): a kill of
+	// it ends the session, as a kill of the session's own node does.
+	Via string `json:"via,omitempty"`
 	// OffsetMs is a node's wall clock offset from the host's, as read back
 	// from the node after a clock fault moved it.
 	OffsetMs *int64 `json:"offset_ms,omitempty"`

@@ -108,7 +108,7 @@ var capabilityText = map[Capability]string{
 	CapShape:     "links between clients and nodes that lockcheck can slow or reset one by one (--runtime process with --network proxy, or --runtime docker as root)",
 	CapLeader:    "a service that names its leader",
 	CapFailover:  "a service that fails over by itself",
-	CapSessions:  "locks held on server sessions that can be terminated (--backend postgres)",
+	CapSessions:  "locks held on server sessions that can be terminated",
 	CapPromote:   "a streaming standby the nemesis can promote (--backend postgres --replicas 1; a scenario's params: {replicas: 1})",
 	CapWipe:      "nodes that come back by themselves when restarted with their data wiped (a wiped PostgreSQL primary with a standby has no primary to copy, and PostgreSQL promotes none by itself: drop --wipe or --replicas, or use failover-promote)",
 }

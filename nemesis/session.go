@@ -11,11 +11,11 @@ import (
 
 func init() {
 	register(Fault{Name: "kill-session", Inject: KillSession, Needs: []Capability{CapSessions},
-		Help: "terminate the server session of the client that holds the lock (PostgreSQL: pg_terminate_backend), right before its write, as an idle-session timeout or an operator does; the client learns at its next statement"})
+		Help: "terminate the server session the lock of the client that holds it lives on, the server's own way (PostgreSQL: pg_terminate_backend), right before its write, as an idle-session timeout or an operator does; the client learns at its next statement"})
 }
 
 // SessionKiller is a service whose locks live on server sessions: the
-// backend's handle (Targets.Service) offers it (PostgreSQL).
+// handle (Targets.Service) of a backend whose locks do offers it.
 type SessionKiller interface {
 	// TerminateSession ends the named session and reports whether the
 	// server found it to end.
@@ -30,7 +30,7 @@ type SessionHolder interface {
 
 // ErrNoSessions means the backend's locks live on no session a fault can
 // terminate.
-var ErrNoSessions = errors.New("the lock service has no sessions to terminate (kill-session needs --backend postgres)")
+var ErrNoSessions = errors.New("the lock service has no sessions to terminate (kill-session needs a backend whose locks live on server sessions)")
 
 // KillSession parks the holder right before its write, terminates its
 // server session, and lets it go on after env.Pause, time enough for

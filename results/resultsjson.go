@@ -52,6 +52,9 @@ type Results struct {
 	// event) to the earliest evidence of a failed check, in ms; null when
 	// no check failed. Present in every results.json.
 	FirstAnomalyMs *float64 `json:"first_anomaly_ms"`
+	// Sessions is the evidence of server sessions that went astray (a
+	// pooler's signature); absent when there is none.
+	Sessions *checker.ServerSessions `json:"sessions,omitempty"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -79,6 +82,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		UnknownReasons: res.UnknownReasons,
 		FaultLanding:   res.FaultLanding,
 		FirstAnomalyMs: res.FirstAnomalyMs,
+		Sessions:       res.Sessions,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

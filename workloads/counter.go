@@ -201,7 +201,7 @@ func (c *Client) cycle(key string) bool {
 	}
 	c.complete(history.OK, history.FAcquire, key, &history.Value{
 		Token: g.Token, Fence: g.Fence, TTLms: g.TTL.Milliseconds(), Deadline: deadline, Nodes: g.Nodes,
-		Session: g.Session,
+		Session: g.Session, Via: g.Via,
 	}, nil)
 	if !c.readModifyWrite(key, g, deadline) {
 		return true
@@ -211,12 +211,12 @@ func (c *Client) cycle(key string) bool {
 		rel.Detail = LeaseLost
 	}
 	c.invoke(history.FRelease, key, rel)
-	deleted, err := c.lock.Release(ctx, key, g)
+	deleted, session, err := backends.Release(ctx, c.lock, key, g)
 	if err != nil {
 		c.retire(history.FRelease, key, err)
 		return true
 	}
-	c.complete(history.OK, history.FRelease, key, &history.Value{Accepted: history.Bool(deleted)}, nil)
+	c.complete(history.OK, history.FRelease, key, &history.Value{Accepted: history.Bool(deleted), Session: session}, nil)
 	return true
 }
 

@@ -37,6 +37,13 @@ type Spec struct {
 	Extra map[string]string `json:"extra,omitempty"`
 }
 
+// Client is what every backend's client is told of the spec, whatever the
+// backend (each backend's Options embeds it); fp is hit at the backend's
+// failpoints.
+func (s Spec) Client(fp backends.Failpoint) backends.Client {
+	return backends.Client{TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source, Failpoint: fp}
+}
+
 // Programs maps a server program's name (redis-server) to the executable the
 // user chose; a missing entry means the name itself, looked up on PATH.
 type Programs map[string]string

@@ -24,7 +24,7 @@ func init() {
 			if len(s.Addrs) != 1 {
 				return nil, fmt.Errorf("redis backend needs one address, got %d", len(s.Addrs))
 			}
-			return redis.New(redis.Options{Addr: s.Addrs[0], Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp, Source: s.Source})
+			return redis.New(redis.Options{Client: s.Client(fp), Addr: s.Addrs[0], Variant: s.Variant})
 		},
 		Fences:    EveryVariant, // INCR of a fence counter beside the key
 		Programs:  []backends.Program{redis.Server},

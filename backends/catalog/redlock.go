@@ -30,8 +30,8 @@ func fiveMasters(name, variant string, open func(redlock.Options) (backends.Lock
 			return redlock.Nodes(p.Path(redis.Server.Name))
 		},
 		Service: func(all []backends.Endpoint) any { return redlock.NewService(all) },
-		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
-			opts, err := redlockOptions(s)
+		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
+			opts, err := redlockOptions(s, fp)
 			if err != nil {
 				return nil, err
 			}
@@ -47,10 +47,8 @@ func fiveMasters(name, variant string, open func(redlock.Options) (backends.Lock
 
 // redlockOptions reads a Redlock client's settings from a spec; redsync
 // shares them.
-func redlockOptions(s Spec) (redlock.Options, error) {
-	return redlock.ParseParams(s.Extra, redlock.Options{
-		Nodes: redlock.NamedNodes(s.Addrs), TTL: s.TTL, Fence: s.Fence, Source: s.Source,
-	})
+func redlockOptions(s Spec, fp backends.Failpoint) (redlock.Options, error) {
+	return redlock.ParseParams(s.Extra, redlock.Options{Client: s.Client(fp), Nodes: redlock.NamedNodes(s.Addrs)})
 }
 
 func bindRedlockFlags(fl *pflag.FlagSet) func(*Settings) error {

@@ -23,7 +23,7 @@ func init() {
 		Ready:       sentinel.Ready,
 		Service:     func(all []backends.Endpoint) any { return sentinel.NewService(all) },
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
-			return sentinel.New(redis.Options{Variant: s.Variant, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Failpoint: fp, Source: s.Source}, s.Addrs)
+			return sentinel.New(redis.Options{Client: s.Client(fp), Variant: s.Variant}, s.Addrs)
 		},
 		Fences:    EveryVariant, // INCR of a fence counter beside the key
 		Programs:  []backends.Program{redis.Server, sentinel.Program},

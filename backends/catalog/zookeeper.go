@@ -39,8 +39,8 @@ func init() {
 		Service: func(all []backends.Endpoint) any {
 			return zookeeper.NewEnsemble(all)
 		},
-		Open: func(s Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return zookeeper.New(zookeeper.Options{Servers: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
+		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
+			return zookeeper.New(zookeeper.Options{Client: s.Client(fp), Servers: s.Addrs})
 		},
 		Fences:    EveryVariant, // the lock znode's creation zxid
 		Programs:  []backends.Program{zookeeper.Java},

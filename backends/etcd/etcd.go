@@ -43,17 +43,10 @@ func SessionTTL(ttl time.Duration) time.Duration {
 
 // Options configure a client.
 type Options struct {
+	// Client: the TTL is rounded as SessionTTL says; Fence makes grants
+	// carry the lock key's create revision.
+	backends.Client
 	Endpoints []string
-	// TTL is the lease length asked for; see SessionTTL.
-	TTL time.Duration
-	// Fence says whether grants carry the lock key's create revision.
-	Fence bool
-	// Timeout bounds each operation; one that runs out has an unknown
-	// outcome.
-	Timeout time.Duration
-	// Source is the address the client's connections come from (the
-	// process runtime's network tells clients apart by it).
-	Source string
 }
 
 // Lock is an etcd lock client. It keeps one session and replaces it when

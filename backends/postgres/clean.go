@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Clean ends every session still holding an advisory lock of the keys, which
@@ -19,7 +21,7 @@ func (l *Lock) Clean(ctx context.Context, keys []string) error {
 	var errs []error
 	for _, key := range keys {
 		classid, objid := split(KeyID(key))
-		_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND pid <> pg_backend_pid()`, classid, objid)
+		_, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND pid <> pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol, classid, objid)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

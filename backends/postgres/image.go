@@ -55,8 +55,8 @@ func installed() (home, share string) {
 // runtime runs containers as.
 func passwd() string {
 	out := "root:x:0:0:root:/:/nonexistent\n"
-	out += fmt.Sprintf("nobody:x:%d:%d:nobody:/nonexistent:/nonexistent\n", unprivileged, unprivileged)
-	if uid := os.Getuid(); uid != 0 && uid != unprivileged {
+	out += fmt.Sprintf("nobody:x:%d:%d:nobody:/nonexistent:/nonexistent\n", backends.Unprivileged, backends.Unprivileged)
+	if uid := os.Getuid(); uid != 0 && uid != backends.Unprivileged {
 		out += fmt.Sprintf("lockcheck:x:%d:%d:lockcheck:/nonexistent:/nonexistent\n", uid, os.Getgid())
 	}
 	return out

@@ -34,25 +34,47 @@ const FenceSequence = "lockcheck_lock_fence"
 
 // Options configure a client.
 type Options struct {
+	// Client: a session lock has no TTL; Fence draws a fence from
+	// FenceSequence after each grant.
+	backends.Client
 	// Addrs are the cluster's nodes; the client's session is on the first
 	// that accepts writes, so that after a failover it finds the promoted
 	// standby.
 	Addrs   []string
 	Variant string
-	Fence   bool
-	Timeout time.Duration
-	// Source is the address the client's connections come from (the
-	// process runtime's proxies tell clients apart by it).
-	Source string
+	// ExecMode is how the client sends its statements, pgx's
+	// default_query_exec_mode; the zero value is pgx's default,
+	// cache_statement: each statement is prepared once per connection,
+	// under a name derived from its text, and executed by that name
+	// (ExecModes).
+	ExecMode pgx.QueryExecMode
+	// Via names the pooler the client reaches the server through, if any:
+	// the grants say so, since its death ends their sessions.
+	Via string
 }
+
+// ExecModes name pgx's default_query_exec_mode settings, as its connection
+// strings do. Through a pooler in transaction mode, the statement cache of
+// cache_statement and cache_describe lives on whichever server connection
+// the pooler picked, which the next statement may not get: PgBouncer 1.18
+// keeps no prepared statements, so a statement fails as "prepared statement
+// ... does not exist" (26000) or "already exists" (42P05).
+var ExecModes = map[string]pgx.QueryExecMode{
+	"cache_statement": pgx.QueryExecModeCacheStatement,
+	"cache_describe":  pgx.QueryExecModeCacheDescribe,
+	"describe_exec":   pgx.QueryExecModeDescribeExec,
+	"exec":            pgx.QueryExecModeExec,
+	"simple_protocol": pgx.QueryExecModeSimpleProtocol,
+}
+
+// DefaultExecMode is pgx's own default.
+const DefaultExecMode = "cache_statement"
 
 // Lock is one client's advisory lock. It keeps one session; any error drops
 // it (ending whatever it held) and the next acquire opens another.
 type Lock struct {
 	opts Options
 	conn *pgx.Conn
-	// session names conn's server session: node/backend pid.
-	session string
 	// tx holds the xact variant's lock, on txKey.
 	tx    pgx.Tx
 	txKey string
@@ -84,29 +106,29 @@ func KeyID(key string) int64 {
 	return int64(h.Sum64())
 }
 
-// SessionName is how a grant and a kill-session event name a server
-// session: the node's cluster_name and the backend's pid.
-func SessionName(node string, pid int32) string { return fmt.Sprintf("%s/%d", node, pid) }
+// sessionName names a server session: the node's cluster_name and the
+// backend's pid.
+func sessionName(node string, pid int32) string { return backends.SessionName(node, int64(pid)) }
+
+// onSession is what a statement appends to its select list to name the
+// server session it ran on: behind a pooler in transaction mode each
+// statement may run on another, so none is named once per connection.
+const onSession = `, current_setting('cluster_name'), pg_backend_pid()`
 
 // connect opens the client's session if it has none.
 func (l *Lock) connect(ctx context.Context) error {
 	if l.conn != nil && !l.conn.IsClosed() {
 		return nil
 	}
-	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
+	cfg, err := connConfig(l.opts.Addrs, l.opts.Timeout, "read-write", l.opts.Source)
 	if err != nil {
 		return err
 	}
-	var (
-		node string
-		pid  int32
-	)
-	if err := conn.QueryRow(ctx, `SELECT current_setting('cluster_name'), pg_backend_pid()`).Scan(&node, &pid); err != nil {
-		conn.Close(context.Background()) //nolint:errcheck // failed anyway
-		return err
+	if l.opts.ExecMode != 0 {
+		cfg.DefaultQueryExecMode = l.opts.ExecMode
 	}
-	l.conn, l.session = conn, SessionName(node, pid)
-	return nil
+	l.conn, err = pgx.ConnectConfig(ctx, cfg)
+	return err
 }
 
 // drop ends the session after an error: what it held is gone with it, or
@@ -132,14 +154,16 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 		return backends.Grant{}, err
 	}
 	var (
-		got bool
-		err error
+		got  bool
+		node string
+		pid  int32
+		err  error
 	)
 	if l.opts.Variant == Xact {
 		if l.tx, err = l.conn.Begin(ctx); err != nil {
 			return backends.Grant{}, l.drop(err)
 		}
-		err = l.tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, KeyID(key)).Scan(&got)
+		err = l.tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`+onSession, KeyID(key)).Scan(&got, &node, &pid)
 		if err == nil && !got {
 			err = l.tx.Rollback(ctx)
 			l.tx = nil
@@ -149,7 +173,7 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 		}
 		l.txKey = key
 	} else {
-		err = l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, KeyID(key)).Scan(&got)
+		err = l.conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`+onSession, KeyID(key)).Scan(&got, &node, &pid)
 		if err == nil && !got {
 			return backends.Grant{}, backends.ErrNotAcquired
 		}
@@ -161,7 +185,8 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	// No TTL: the lease lasts as long as the session (or transaction).
 	// The client learns that it ended only at its next statement, so its
 	// belief has no deadline and nothing closes Lost.
-	g := backends.Grant{Token: l.session, Session: l.session, Lost: make(chan struct{})}
+	session := sessionName(node, pid)
+	g := backends.Grant{Token: session, Session: session, Via: l.opts.Via, Lost: make(chan struct{})}
 	if l.opts.Fence {
 		var fence int64
 		if err := l.conn.QueryRow(ctx, `SELECT nextval('`+FenceSequence+`')`).Scan(&fence); err != nil {
@@ -203,27 +228,40 @@ func split(id int64) (uint32, uint32) { return uint32(uint64(id) >> 32), uint32(
 // Release gives the lock up and reports whether it was still held: the
 // session variant's pg_advisory_unlock returns false (with a warning) when
 // the session did not hold it; the xact variant's commit releases it.
-func (l *Lock) Release(ctx context.Context, key string, _ backends.Grant) (bool, error) {
+func (l *Lock) Release(ctx context.Context, key string, g backends.Grant) (bool, error) {
+	released, _, err := l.ReleaseOn(ctx, key, g)
+	return released, err
+}
+
+// ReleaseOn is Release, naming the server session the unlock ran on
+// (backends.SessionLock): through a pooler in transaction mode it may be
+// another than the grant's, where pg_advisory_unlock finds nothing to
+// release. The xact variant's commit runs on the transaction's session.
+func (l *Lock) ReleaseOn(ctx context.Context, key string, g backends.Grant) (bool, string, error) {
 	if l.conn == nil {
-		return false, errors.New("postgres: no session to release from (it was dropped after an error)")
+		return false, "", errors.New("postgres: no session to release from (it was dropped after an error)")
 	}
 	if l.opts.Variant == Xact {
 		if l.tx == nil || l.txKey != key {
-			return false, nil
+			return false, "", nil
 		}
 		err := l.tx.Commit(ctx)
 		l.tx, l.txKey = nil, ""
 		if err != nil {
-			return false, l.drop(err)
+			return false, "", l.drop(err)
 		}
-		return true, nil
+		return true, g.Session, nil
 	}
-	var released bool
-	if err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`, KeyID(key)).Scan(&released); err != nil {
-		return false, l.drop(err)
+	var (
+		released bool
+		node     string
+		pid      int32
+	)
+	if err := l.conn.QueryRow(ctx, `SELECT pg_advisory_unlock($1)`+onSession, KeyID(key)).Scan(&released, &node, &pid); err != nil {
+		return false, "", l.drop(err)
 	}
 	delete(l.held, key)
-	return released, nil
+	return released, sessionName(node, pid), nil
 }
 
 // Tx is the transaction holding key's lock (xact variant), nil when none
@@ -237,32 +275,45 @@ func (l *Lock) Tx(key string) pgx.Tx {
 
 // Inspect says which session holds key's advisory lock, if any.
 func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
+	desc, _, err := l.InspectHolder(ctx, key)
+	return desc, err
+}
+
+// InspectHolder is Inspect, naming the session that holds key
+// (backends.SessionLock). It is lockcheck's own look, not the
+// application's: it asks in the simple protocol, which any pooler passes.
+func (l *Lock) InspectHolder(ctx context.Context, key string) (string, string, error) {
 	conn, err := ConnectPrimary(ctx, l.opts.Addrs, l.opts.Timeout, l.opts.Source)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer conn.Close(context.Background())
 	classid, objid := split(KeyID(key))
-	var pids []int32
-	rows, err := conn.Query(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND granted`, classid, objid)
+	var (
+		node string
+		pids []int32
+	)
+	rows, err := conn.Query(ctx, `SELECT current_setting('cluster_name'), pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 1 AND granted ORDER BY pid`,
+		pgx.QueryExecModeSimpleProtocol, classid, objid)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var pid int32
-		if err := rows.Scan(&pid); err != nil {
-			return "", err
+		if err := rows.Scan(&node, &pid); err != nil {
+			return "", "", err
 		}
 		pids = append(pids, pid)
 	}
 	if err := rows.Err(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if len(pids) == 0 {
-		return key + ": free (no session holds its advisory lock)", nil
+		return key + ": free (no session holds its advisory lock)", "", nil
 	}
-	return fmt.Sprintf("%s: advisory lock held by backend pid %v", key, pids), nil
+	holder := sessionName(node, pids[0])
+	return fmt.Sprintf("%s: advisory lock held by server session %s (backend pid %v)", key, holder, pids), holder, nil
 }
 
 // Close ends the session, and with it every lock it held.

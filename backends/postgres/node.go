@@ -9,7 +9,10 @@
 // A node is lockcheck itself started with NodeEnv set: it runs initdb into
 // the node's directory on its first start and then the postgres server as
 // its child, as an unprivileged user, since PostgreSQL refuses to run as
-// root (see RunNodeFromEnv).
+// root (see RunNodeFromEnv). A run may put PgBouncer in front of the
+// primary (--pooler pgbouncer, pooler.go), started the same way, through
+// which the clients take their locks as an application behind a pooler
+// does.
 package postgres
 
 import (
@@ -20,12 +23,9 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,13 +66,6 @@ const dataDir = "data"
 
 // LogFile is the server's log inside the node's directory.
 const LogFile = "postgres.log"
-
-// unprivileged is the user a node started by root runs the server as:
-// nobody, mapped onto root by a user namespace of its own, so that the
-// server owns the node's files without a chown and reaches them through
-// any parent directory root reaches (go test's 0700 temporary directories
-// included) while PostgreSQL sees a user that is not root.
-const unprivileged = 65534
 
 // Node describes one PostgreSQL node: program is the lockcheck executable,
 // which becomes the node when started with NodeEnv set, and server the
@@ -191,13 +184,18 @@ func version(ctx context.Context, addr string) (string, error) {
 }
 
 // RunNodeFromEnv runs this process as a PostgreSQL node if NodeEnv says so,
-// and reports whether it did; it does not return if it did.
+// or as a PgBouncer node if PoolerNodeEnv does, and reports whether it did;
+// it does not return if it did.
 func RunNodeFromEnv() bool {
-	if os.Getenv(NodeEnv) == "" {
+	run, what := runNode, "postgres node:"
+	switch {
+	case os.Getenv(PoolerNodeEnv) != "":
+		run, what = runPooler, "pgbouncer node:"
+	case os.Getenv(NodeEnv) == "":
 		return false
 	}
-	if err := runNode(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "postgres node:", err)
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, what, err)
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -239,7 +237,7 @@ func runNode(args []string) error {
 			return err
 		}
 	}
-	return runAs(*server, args, filepath.Join(*dir, LogFile), true)
+	return backends.RunUnprivileged(*server, args, filepath.Join(*dir, LogFile), true)
 }
 
 // addrList is a repeatable flag.
@@ -273,7 +271,7 @@ func createCluster(server, data, dir, name, listen string, peers []string) error
 			// application_name (the node's name, as for the walreceiver,
 			// cluster_name) tells the process runtime's proxies who calls
 			// (StartupCaller).
-			err = runAs(filepath.Join(bin, "pg_basebackup"), []string{"-h", host, "-p", port, "-U", User, "-D", data,
+			err = backends.RunUnprivileged(filepath.Join(bin, "pg_basebackup"), []string{"-h", host, "-p", port, "-U", User, "-D", data,
 				"-d", "sslmode=disable gssencmode=disable application_name=" + name,
 				"-R", "-X", "stream", "--checkpoint=fast", "--no-sync"}, filepath.Join(dir, "basebackup.log"), false)
 			if err != nil {
@@ -283,7 +281,7 @@ func createCluster(server, data, dir, name, listen string, peers []string) error
 		case !anyAnswered && (name == Primary || len(peers) == 0):
 			// --no-sync: a crash of this machine during a test may lose
 			// the fresh cluster; the server itself runs with fsync on.
-			err := runAs(filepath.Join(bin, "initdb"), []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(dir, "initdb.log"), false)
+			err := backends.RunUnprivileged(filepath.Join(bin, "initdb"), []string{"-D", data, "-U", User, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"}, filepath.Join(dir, "initdb.log"), false)
 			if err != nil {
 				return fmt.Errorf("initdb: %w (see %s)", err, filepath.Join(dir, "initdb.log"))
 			}
@@ -382,64 +380,4 @@ func serverArgs(data, dir, name, listen string, port int) (args []string, socket
 		// by default, and a promotion waits for that sleep to end.
 		"-c", "wal_retrieve_retry_interval=100ms",
 	}, sockets
-}
-
-// chownTree gives dir and everything in it to uid (and the group of the
-// same number).
-func chownTree(dir string, uid int) error {
-	return filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, uid, uid)
-	})
-}
-
-// runAs runs program as a user that is not root and waits for it. With
-// forward set, the signals a node is told to stop by are passed on to it.
-func runAs(program string, args []string, logPath string, forward bool) error {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	command := func(attr *syscall.SysProcAttr) *exec.Cmd {
-		cmd := exec.Command(program, args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		attr.Pdeathsig = syscall.SIGKILL
-		cmd.SysProcAttr = attr
-		return cmd
-	}
-	cmd := command(&syscall.SysProcAttr{})
-	if os.Geteuid() == 0 {
-		cmd = command(&syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: unprivileged, HostID: 0, Size: 1}},
-		})
-	}
-	err = cmd.Start()
-	if errors.Is(err, syscall.EPERM) && os.Geteuid() == 0 {
-		// No user namespaces here (a container's seccomp profile forbids
-		// them): the server runs as nobody itself, which must then own
-		// the node's directory.
-		if err := chownTree(filepath.Dir(logPath), unprivileged); err != nil {
-			return err
-		}
-		cmd = command(&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: unprivileged, Gid: unprivileged}})
-		err = cmd.Start()
-	}
-	if err != nil {
-		return err
-	}
-	if forward {
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT)
-		go func() {
-			for s := range sigs {
-				cmd.Process.Signal(s) //nolint:errcheck // it may be gone
-			}
-		}()
-	}
-	return cmd.Wait()
 }

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func open(t *testing.T, addr, variant string) *postgres.Lock {
 	t.Helper()
-	l, err := postgres.New(postgres.Options{Addrs: []string{addr}, Variant: variant, Fence: true, Timeout: 2 * time.Second})
+	l, err := postgres.New(postgres.Options{Client: backends.Client{Fence: true, Timeout: 2 * time.Second}, Addrs: []string{addr}, Variant: variant})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
 	return l
@@ -72,11 +72,17 @@ func TestAdvisoryLocksOnALiveServer(t *testing.T) {
 		landed, err = svc.TerminateSession(ctx, ga.Session)
 		require.NoError(t, err)
 		assert.False(t, landed, "a session already gone is no kill")
-		inspect, err := b.Inspect(ctx, "k2")
+		inspect, holder, err := b.InspectHolder(ctx, "k2")
 		require.NoError(t, err)
-		assert.Contains(t, inspect, "held by backend pid")
-		_, err = b.Release(ctx, "k2", gb)
+		assert.Contains(t, inspect, "held by server session "+gb.Session)
+		assert.Equal(t, gb.Session, holder, "the session of the grant holds it")
+		released, on, err := b.ReleaseOn(ctx, "k2", gb)
 		require.NoError(t, err)
+		assert.True(t, released)
+		assert.Equal(t, gb.Session, on, "straight to the server, a release runs on its grant's session")
+		_, holder, err = b.InspectHolder(ctx, "k2")
+		require.NoError(t, err)
+		assert.Empty(t, holder)
 	})
 
 	t.Run("xact lock: the write commits with the lock or not at all", func(t *testing.T) {
@@ -99,8 +105,13 @@ func TestAdvisoryLocksOnALiveServer(t *testing.T) {
 		_, err = a.Release(ctx, "k3", ga)
 		assert.Error(t, err, "the commit of a terminated session fails")
 
-		gb, err := b.Acquire(ctx, "k3")
-		require.NoError(t, err)
+		// The terminated backend says so before it exits and lets its
+		// locks go.
+		var gb backends.Grant
+		require.Eventually(t, func() bool {
+			gb, err = b.Acquire(ctx, "k3")
+			return err == nil
+		}, 5*time.Second, 10*time.Millisecond, "the lock stayed held after its session was terminated: %v", err)
 		reply, err = write(b, 2, 1)
 		require.NoError(t, err)
 		assert.Equal(t, int64(0), reply.Prev, "the killed client's write never committed")

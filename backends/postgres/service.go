@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
@@ -22,22 +20,16 @@ type Service struct {
 
 // NewService is the handle on the nodes eps.
 func NewService(eps []backends.Endpoint) *Service {
-	s := &Service{nodes: map[string]string{}}
-	for _, e := range eps {
-		s.nodes[e.Name] = e.Addr()
-	}
-	return s
+	return &Service{nodes: backends.AddrsByName(eps)}
 }
 
 // TerminateSession ends the server session named session (node/pid, as a
 // grant names it) with pg_terminate_backend, and reports whether the
 // server found that backend to terminate.
 func (s *Service) TerminateSession(ctx context.Context, session string) (bool, error) {
-	node, pidText, ok := strings.Cut(session, "/")
-	pid, err := strconv.Atoi(pidText)
-	addr, known := s.nodes[node]
-	if !ok || err != nil || !known {
-		return false, fmt.Errorf("postgres: %q names no session of this run's nodes", session)
+	addr, pid, err := backends.SessionOn(s.nodes, session)
+	if err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
 	}
 	conn, err := Connect(ctx, addr, 2*time.Second)
 	if err != nil {

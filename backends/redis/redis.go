@@ -45,17 +45,11 @@ var (
 
 // Options configure a client.
 type Options struct {
+	// Client: Fence takes a fence from INCR on a counter key; a command
+	// that runs out of Timeout has an unknown outcome.
+	backends.Client
 	Addr    string
 	Variant string
-	TTL     time.Duration
-	// Fence says whether acquire takes a fence from INCR on a counter key.
-	Fence bool
-	// Timeout bounds each command; a command that times out has an unknown
-	// outcome.
-	Timeout   time.Duration
-	Failpoint backends.Failpoint
-	// Source is the address the client's connections come from (Spec.Source).
-	Source string
 }
 
 // Lock is a Redis lock client.

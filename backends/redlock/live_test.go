@@ -83,7 +83,7 @@ func TestGrantRefuseRelease(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			nodes, _ := masters(t, redlock.NodeCount)
-			opts := redlock.Options{Nodes: nodes, TTL: time.Second, Fence: true}
+			opts := redlock.Options{Client: backends.Client{TTL: time.Second, Fence: true}, Nodes: nodes}
 			a, err := c.open(opts)
 			require.NoError(t, err)
 			defer a.Close()
@@ -125,7 +125,7 @@ func TestStoppedNodes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			nodes, cmds := masters(t, redlock.NodeCount)
-			lock, err := c.open(redlock.Options{Nodes: nodes, TTL: time.Second, NodeTimeout: nodeTimeout})
+			lock, err := c.open(redlock.Options{Client: backends.Client{TTL: time.Second}, Nodes: nodes, NodeTimeout: nodeTimeout})
 			require.NoError(t, err)
 			defer lock.Close()
 			ctx := context.Background()

@@ -80,11 +80,13 @@ type Node struct {
 
 // Options configure a client.
 type Options struct {
+	// Client: Fence asks for the backend's own fence, INCR on every node
+	// and the highest reply, which is not safe (a restarted node counts
+	// from zero, and a node that missed INCRs lags), as the fencing check
+	// shows. Each command on one node is bounded by NodeTimeout, not
+	// Timeout.
+	backends.Client
 	Nodes []Node
-	TTL   time.Duration
-	// Source is the address the client's connections come from (the
-	// process runtime's network tells clients apart by it).
-	Source string
 	// NodeTimeout bounds each command on one node; 0 means TTL/10. It must be
 	// small against the TTL so that a dead or stopped node does not eat the
 	// validity of the round.
@@ -99,10 +101,6 @@ type Options struct {
 	// RetryDelay is the upper bound of the random pause between rounds;
 	// 0 means NodeTimeout.
 	RetryDelay time.Duration
-	// Fence asks for the backend's own fence: INCR on every node, the
-	// highest reply. It is not safe (a restarted node counts from zero, and a
-	// node that missed INCRs lags), which the fencing check shows.
-	Fence bool
 }
 
 func (o Options) withDefaults() Options {

@@ -39,18 +39,11 @@ const nodePrefix = "lock-"
 
 // Options configure a client.
 type Options struct {
+	// Client: the TTL is the session timeout asked for, which the servers
+	// clamp (see SessionTimeout; the grant reports what they granted);
+	// Fence makes grants carry the lock node's czxid.
+	backends.Client
 	Servers []string
-	// TTL is the session timeout asked for; the servers clamp it (see
-	// SessionTimeout) and the grant reports what they granted.
-	TTL time.Duration
-	// Fence says whether grants carry the lock node's czxid.
-	Fence bool
-	// Timeout bounds each operation; one that runs out has an unknown
-	// outcome.
-	Timeout time.Duration
-	// Source is the address the client's connections come from (the
-	// process runtime's proxies tell clients apart by it).
-	Source string
 }
 
 // Lock is a ZooKeeper lock client. It keeps one session and replaces it

@@ -229,7 +229,7 @@ func TestReleaseAfterADisconnectionHasAnUnknownOutcome(t *testing.T) {
 	require.NoError(t, err)
 	s.conn = conn
 	close(s.lost)
-	l := &Lock{opts: Options{Timeout: time.Second}, s: s, dirs: map[string]bool{}}
+	l := &Lock{opts: Options{Client: backends.Client{Timeout: time.Second}}, s: s, dirs: map[string]bool{}}
 
 	deleted, err := l.Release(context.Background(), "lock-0", backends.Grant{Token: "/lockcheck/lock-0/lock-0000000001", Lost: s.lost})
 	assert.False(t, deleted)

@@ -21,6 +21,7 @@ import (
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // fallbackFaults stand for the signature faults of a backend that declares
@@ -284,7 +285,7 @@ func runCompare(cmd *cobra.Command, f *compareFlags) error {
 
 // planCells lays out the matrix in the order it runs: backend, then fault
 // set, then workload, with a configuration for each cell that makes sense.
-func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloads []string, sets [][]string) ([]cell, error) {
+func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloadNames []string, sets [][]string) ([]cell, error) {
 	var cells []cell
 	seen := map[string]bool{}
 	for _, t := range targets {
@@ -297,7 +298,7 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloads 
 			if len(set) == 1 && set[0] == signatureWord {
 				faults = backendFaults(t.backend)
 			}
-			for _, w := range workloads {
+			for _, w := range workloadNames {
 				key := t.backend + "/" + t.variant + " " + w + " " + results.FaultsName(faults)
 				if seen[key] {
 					continue // none and signature can name the same set
@@ -309,6 +310,12 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloads 
 				}
 				rf := f.run
 				rf.backend, rf.variant, rf.workload = t.backend, t.variant, w
+				if w == workloads.Fenced && rf.fenceSource == workloads.FenceFromLock && !b.HandsOutFences(t.variant) && !cmd.Flags().Changed("fence-source") {
+					// A lock that hands out no fence of its own is fenced by
+					// the resource's sequence, which works with every lock:
+					// with the lock's fences the cell would be refused.
+					rf.fenceSource = workloads.FenceFromResource
+				}
 				cfg, err := rf.config(faults, cellCommandLine(cmd, rf, faults))
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", key, err)
@@ -400,5 +407,8 @@ func cellCommandLine(cmd *cobra.Command, f runFlags, faults []string) []string {
 		}
 		line = append(line, "--"+fl.Name, fl.Value.String())
 	})
+	if !cmd.Flags().Changed("fence-source") && f.fenceSource != cmd.Flags().Lookup("fence-source").DefValue {
+		line = append(line, "--fence-source", f.fenceSource) // chosen for the cell (planCells)
+	}
 	return append(line, "--seed", strconv.FormatInt(f.seed, 10))
 }

@@ -40,8 +40,8 @@ func init() {
 		Service: func(all []backends.Endpoint) any {
 			return etcd.NewCluster(all)
 		},
-		Open: func(s catalog.Spec, _ backends.Failpoint) (backends.Lock, error) {
-			return etcd.New(etcd.Options{Endpoints: s.Addrs, TTL: s.TTL, Fence: s.Fence, Timeout: s.Timeout, Source: s.Source})
+		Open: func(s catalog.Spec, fp backends.Failpoint) (backends.Lock, error) {
+			return etcd.New(etcd.Options{Client: s.Client(fp), Endpoints: s.Addrs})
 		},
 		Fences:    catalog.EveryVariant, // the key's create revision
 		Flags:     &catalog.Flags{Bind: etcdFlags},
