@@ -13,7 +13,10 @@ import (
 
 // Under --runtime docker every backend gives the verdicts it gives as local
 // processes: its run without faults passes and its signature fault breaks
-// it. Redlock's signature is clock-pause with a 2 s TTL: the paused
+// it. The table's verdicts are the process runtime's, which each backend's
+// own end-to-end tests hold; running every line under both runtimes here
+// doubled the test's 5 minutes for no check the others do not make.
+// Redlock's signature is clock-pause with a 2 s TTL: the paused
 // minority must be back within one lease, and a container restart takes
 // 0.3 s on one machine, 1.5 s on another; where it is too slow the fault
 // misses, the run is unknown and names the TTL that would do.
@@ -56,19 +59,12 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			process, resProcess, landedProcess := runRuntime(t, tt.args)
-			inDocker, resDocker, landedDocker := runRuntime(t, append(tt.args, docker...))
 			// A fault that missed its moment on this machine (a container
 			// restart slower than the lease) makes the run unknown, and says
-			// why; the verdicts are compared where the faults landed.
-			if landedProcess {
-				assert.Equal(t, tt.want, process.code, "process runtime: %s", resProcess.Reason)
-			}
+			// why; the verdict is compared where the fault landed.
+			inDocker, resDocker, landedDocker := runRuntime(t, append(tt.args, docker...))
 			if landedDocker {
 				assert.Equal(t, tt.want, inDocker.code, "docker runtime: %s", resDocker.Reason)
-			}
-			if landedProcess && landedDocker {
-				assert.Equal(t, resProcess.Valid, resDocker.Valid)
 			}
 		})
 	}
