@@ -446,3 +446,27 @@ func (l *Linearizability) Judge(JudgeContext) Judgement {
 	}
 	return Judgement{StatusUnknown, msg + "."}
 }
+
+// AnomalyCount is one: an illegal result is one finding.
+func (l *Linearizability) AnomalyCount() int { return 1 }
+
+// AnomalyTimes is the end of the illegal segment: the anomaly is somewhere
+// in it, certain only once it is complete.
+func (l *Linearizability) AnomalyTimes(note func(int64)) {
+	if l.Window != nil {
+		note(l.Window.End)
+	}
+}
+
+// EvidenceLines are the operations and segments checked, the window of an
+// illegal or unfinished segment and porcupine's detail.
+func (l *Linearizability) EvidenceLines(_ Status, t0 int64) (string, []string) {
+	var details []string
+	if l.Window != nil {
+		details = []string{fmt.Sprintf("window %s to %s", RelSec(l.Window.Start, t0), RelSec(l.Window.End, t0))}
+	}
+	if l.Detail != "" {
+		details = append(details, l.Detail)
+	}
+	return fmt.Sprintf("%s in %s", Plural(l.Operations, "operation"), Plural(l.Segments, "segment")), details
+}

@@ -15,7 +15,7 @@ func TestJudge(t *testing.T) {
 	unfenced, fenced := JudgeContext{}, JudgeContext{Fenced: true}
 	tests := []struct {
 		name    string
-		check   Judged
+		check   CheckResult
 		ctx     JudgeContext
 		status  Status
 		message string

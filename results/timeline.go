@@ -482,7 +482,7 @@ func (b *builder) windows(ws []checker.Window) {
 		if i == maxRows {
 			break
 		}
-		title := fmt.Sprintf("%s %q for %s ms from %s; %s accepted", believedHeld(w.Processes), w.Key, fmtMs(w.Ms), relSec(w.Start, b.t0), plural(w.Unsafe, "write"))
+		title := fmt.Sprintf("%s %q for %s ms from %s; %s accepted", checker.BelievedHeld(w.Processes), w.Key, fmtMs(w.Ms), relSec(w.Start, b.t0), plural(w.Unsafe, "write"))
 		b.band(markID("double_ownership", i), "#"+rowID("double_ownership", i), "window", w.Start, w.End, title)
 		// Outline every participating lane across the window.
 		for _, p := range w.Processes {
@@ -533,7 +533,7 @@ func (b *builder) resourceAnomalies(as []checker.ResourceAnomaly) {
 			break
 		}
 		class, shapeD := "anomaly", dot
-		if a.Kind == staleWriteRefused {
+		if a.Kind == checker.StaleWriteRefused {
 			class, shapeD = "write-refused anomaly-refused", cross
 		}
 		title := fmt.Sprintf("%s: %s wrote %d to %q at %s (read %d, resource held %d, fence %s, highest %s)", a.Kind, a.Process,
