@@ -1,7 +1,6 @@
 package results
 
 import (
-
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 )
