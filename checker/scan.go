@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -762,7 +763,8 @@ func (s *scanner) expiry(invoke, ttlMs int64) int64 {
 	if ttlMs <= 0 {
 		return noExpiry
 	}
-	return invoke + ttlMs*1e6 - s.allowance(ttlMs)
+	earliest, _ := history.LeaseEnds(invoke, invoke, time.Duration(ttlMs)*time.Millisecond, time.Duration(s.allowance(ttlMs)))
+	return earliest
 }
 
 // retire ends what a process that acts no more (killed, or retired by an

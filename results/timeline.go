@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
@@ -344,6 +345,12 @@ func (b *builder) history(h *history.History, end int64) {
 		fence         *int64
 	}
 	held := map[history.Process]*holding{}
+	allowance := checker.HistoryClockAllowance(h.Header)
+	// A lease may end as soon as the checker takes it to: its earliest end.
+	earliest := func(invoke, ttlMs int64) int64 {
+		end, _ := history.LeaseEnds(invoke, invoke, time.Duration(ttlMs)*time.Millisecond, time.Duration(allowance(ttlMs)))
+		return end
+	}
 	invoked := map[history.Process]int64{} // time of the pending acquire or extend
 	writing := map[history.Process]*history.Value{}
 	for i := range h.Events {
@@ -364,13 +371,13 @@ func (b *builder) history(h *history.History, end int64) {
 			if e.Value != nil {
 				hold.fence = e.Value.Fence
 				if e.Value.TTLms > 0 {
-					hold.expiry = invoked[p] + e.Value.TTLms*1e6
+					hold.expiry = earliest(invoked[p], e.Value.TTLms)
 				}
 			}
 			held[p] = hold
 		case e.F == history.FExtend && e.Type == history.OK:
 			if hold := held[p]; hold != nil && hold.expiry > 0 && e.Value != nil && e.Value.TTLms > 0 {
-				hold.expiry = max(hold.expiry, invoked[p]+e.Value.TTLms*1e6)
+				hold.expiry = max(hold.expiry, earliest(invoked[p], e.Value.TTLms))
 			}
 		case e.F == history.FRelease && e.Type == history.Invoke:
 			if hold := held[p]; hold != nil {
