@@ -101,16 +101,7 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 	}
 	hd := s.header
 	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: truncated}}
-	r.Checks = Checks{
-		LeaseSafety:     leaseSafety(f.keys, f.faults),
-		DoubleOwnership: doubleOwnership(f.keys, f.faults),
-		Resource:        s.resource.result(),
-		Fencing:         fencing(f.keys, f.faults),
-		Linearizability: s.lin.result(func(key string) int { return s.keys[key].settled.lin.segments }, f.span),
-		Liveness:        checkLiveness(f, s.latencies),
-	}
-	r.Checks.Resource.withUnjudged(s.unjudged)
-	r.Checks.Resource.withUntiedLog(s.logKeys, f.keys)
+	r.Checks.concludeAll(&conclusion{s: s, f: f, keys: f.keys, faults: f.faults, span: f.span})
 	r.Sessions = s.story.result()
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)

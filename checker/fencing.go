@@ -224,6 +224,8 @@ func (f *Fencing) Judge(JudgeContext) Judgement {
 	return Judgement{StatusFailed, msg}
 }
 
+func (f *Fencing) conclude(c *conclusion) { *f = fencing(c.keys, c.faults) }
+
 // AnomalyCount counts the regressions and duplicates.
 func (f *Fencing) AnomalyCount() int { return f.Regressions + f.Duplicates }
 

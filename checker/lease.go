@@ -127,6 +127,8 @@ func (l *LeaseSafety) Judge(JudgeContext) Judgement {
 	return Judgement{StatusFailed, fmt.Sprintf("The lock service granted the lock while another client's lease was certainly live and not released (%s).", Plural(l.Violations, "violation"))}
 }
 
+func (l *LeaseSafety) conclude(c *conclusion) { *l = leaseSafety(c.keys, c.faults) }
+
 // AnomalyCount counts the violations.
 func (l *LeaseSafety) AnomalyCount() int { return l.Violations }
 

@@ -447,6 +447,21 @@ func (l *Linearizability) Judge(JudgeContext) Judgement {
 	return Judgement{StatusUnknown, msg + "."}
 }
 
+// conclude takes the verdict of every segment, or on the settled
+// stretches only whether one was illegal.
+func (l *Linearizability) conclude(c *conclusion) {
+	s := c.s
+	switch {
+	case !c.settled:
+		*l = s.lin.result(func(key string) int { return s.keys[key].settled.lin.segments }, c.span)
+	case s.lin.illegal != nil:
+		seg := s.lin.illegal
+		*l = Linearizability{Result: NotLinearizable, Key: seg.key, Window: &seg.window}
+	default:
+		*l = Linearizability{Result: Linearizable}
+	}
+}
+
 // AnomalyCount is one: an illegal result is one finding.
 func (l *Linearizability) AnomalyCount() int { return 1 }
 

@@ -834,6 +834,14 @@ func (f *faultsInForce) during(p history.Process, invoke int64) bool {
 	return ok && t >= invoke
 }
 
+// conclude judges liveness over the whole history; the settled stretches
+// alone say nothing of it.
+func (l *Liveness) conclude(c *conclusion) {
+	if !c.settled {
+		*l = checkLiveness(c.f, c.s.latencies)
+	}
+}
+
 // AnomalyCount counts the orphaned stretches.
 func (l *Liveness) AnomalyCount() int { return l.Orphaned }
 

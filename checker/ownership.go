@@ -195,6 +195,8 @@ func (d *DoubleOwnership) Judge(c JudgeContext) Judgement {
 	return Judgement{StatusNotice, "Two clients believed they held the lock at the same time, but neither wrote inside the overlap."}
 }
 
+func (d *DoubleOwnership) conclude(c *conclusion) { *d = doubleOwnership(c.keys, c.faults) }
+
 // AnomalyCount counts the writes that landed inside a window.
 func (d *DoubleOwnership) AnomalyCount() int { return d.UnsafeWrites }
 

@@ -324,6 +324,16 @@ func (r *ResourceSafety) Judge(JudgeContext) Judgement {
 		Plural(r.LostUpdates, "lost update"), Plural(r.StaleWritesAccepted, "stale write"))}
 }
 
+// conclude takes the resource check's result, with the writes it could
+// not judge and the log's keys no acquire names once the history is whole.
+func (r *ResourceSafety) conclude(c *conclusion) {
+	*r = c.s.resource.result()
+	if !c.settled {
+		r.withUnjudged(c.s.unjudged)
+		r.withUntiedLog(c.s.logKeys, c.keys)
+	}
+}
+
 // AnomalyCount counts the lost updates and accepted stale writes.
 func (r *ResourceSafety) AnomalyCount() int { return r.LostUpdates + r.StaleWritesAccepted }
 

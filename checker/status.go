@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 )
 
 // Status is how one check came out. Each check decides its own, once, in
@@ -53,6 +55,22 @@ type CheckResult interface {
 	// EvidenceLines are its key numbers in a few words and its evidence lines,
 	// times counted in seconds from t0; status is its own Judge's.
 	EvidenceLines(status Status, t0 int64) (numbers string, lines []string)
+	// conclude computes the check's result from what the scan found.
+	conclude(c *conclusion)
+}
+
+// conclusion is what the checks are computed from: the scan, the keys'
+// facts and the faults. settled says it is what the stretches settled so
+// far show (the online check, Follower.Anomalies): a check that can judge
+// only a whole history (liveness) leaves itself empty, linearizability
+// says only whether a settled segment was illegal. f is nil then.
+type conclusion struct {
+	s       *scanner
+	f       *facts
+	keys    []*keyFacts
+	faults  []Fault
+	span    Interval
+	settled bool
 }
 
 // NamedCheck is one check with its key in results.json and its name as
@@ -63,16 +81,23 @@ type NamedCheck struct {
 	Check CheckResult
 }
 
-// List is every check, in results.json's order: the one place that
-// enumerates them.
+// List is every check, in results.json's order: the fields of Checks, the
+// one place that enumerates them, each named by its key in results.json
+// (its title is the key in words).
 func (c *Checks) List() []NamedCheck {
-	return []NamedCheck{
-		{"lease_safety", "lease safety", &c.LeaseSafety},
-		{"double_ownership", "double ownership", &c.DoubleOwnership},
-		{"resource", "resource", &c.Resource},
-		{"fencing", "fencing", &c.Fencing},
-		{"linearizability", "linearizability", &c.Linearizability},
-		{"liveness", "liveness", &c.Liveness},
+	v := reflect.ValueOf(c).Elem()
+	list := make([]NamedCheck, v.NumField())
+	for i := range list {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		list[i] = NamedCheck{Key: key, Title: strings.ReplaceAll(key, "_", " "), Check: v.Field(i).Addr().Interface().(CheckResult)}
+	}
+	return list
+}
+
+// concludeAll computes every check from what the scan found.
+func (c *Checks) concludeAll(from *conclusion) {
+	for _, nc := range c.List() {
+		nc.Check.conclude(from)
 	}
 }
 
