@@ -105,8 +105,8 @@ type Truncated struct {
 }
 
 // Checks holds one entry per check, in results.json's order: adding a
-// check is its file (its result type, implementing CheckResult) and its
-// line here.
+// check is its file (its result type, implementing CheckResult), its line
+// here and its line in List.
 type Checks struct {
 	LeaseSafety     LeaseSafety     `json:"lease_safety"`
 	DoubleOwnership DoubleOwnership `json:"double_ownership"`
