@@ -21,7 +21,7 @@ import (
 // each key's operations whole, with the checker's model. Every write is
 // judged by its own outcome (ok accepted, fail refused, info unknown): no
 // lease, fence, ownership or liveness check, no resource log, no report.
-// The Reader variant reads the history with lockcheck's own decoder.
+// The lockcheck-reader variant reads it with lockcheck's own decoder.
 func BenchmarkPorcupineAlone(b *testing.B) {
 	path := os.Getenv("LOCKCHECK_BENCH_HISTORY")
 	if path == "" {
