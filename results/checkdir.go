@@ -46,7 +46,7 @@ func CheckDir(dir string, opts checker.Options, before ...BeforeWrite) (*history
 	for _, b := range before {
 		b(h, res)
 	}
-	if err := WriteLinearizability(dir, h, resLog, res, opts); err != nil {
+	if err := WriteLinearizability(dir, res, opts); err != nil {
 		return nil, nil, err
 	}
 	if err := WriteAll(dir, h, res); err != nil {
@@ -88,7 +88,7 @@ func CheckDirStreamed(dir string, opts checker.Options, before ...BeforeWrite) (
 		b(h, res)
 	}
 	// No porcupine visualization: it needs the whole history.
-	if err := WriteLinearizability(dir, nil, nil, &checker.Result{}, opts); err != nil {
+	if err := WriteLinearizability(dir, &checker.Result{}, opts); err != nil {
 		return nil, nil, err
 	}
 	if err := WriteAll(dir, h, res); err != nil {
