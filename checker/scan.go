@@ -214,7 +214,7 @@ func (l heldLease) claimEnds(how claimEnding, at, beliefEnd int64) {
 	end := claimEnd{at: at, how: how, event: at}
 	switch {
 	case a.ttl > 0 && how != endedByRelease:
-		end.at = max(g.OK, beliefEnd) + a.ttl*1e6
+		_, end.at = history.LeaseEnds(g.Invoke, max(g.OK, beliefEnd), time.Duration(a.ttl)*time.Millisecond, 0)
 		if at == never {
 			end.at = never
 		}
@@ -720,7 +720,8 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 // keep the key for its TTL after that moment at the latest.
 func (a *attempt) endUnknown(end int64, how claimEnding) {
 	a.end, a.outcome = end, attemptUnknown
-	a.claim, a.claimed = claimEnd{at: end + a.ttl*1e6, how: how, event: end}, true
+	_, latest := history.LeaseEnds(end, end, time.Duration(a.ttl)*time.Millisecond, 0)
+	a.claim, a.claimed = claimEnd{at: latest, how: how, event: end}, true
 }
 
 // hasTTL says whether the lease has a TTL that frees it by itself.
