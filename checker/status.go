@@ -41,17 +41,18 @@ type JudgeContext struct {
 type CheckResult interface {
 	// Judge decides the check's status, once, with its message.
 	Judge(JudgeContext) Judgement
-	// AnomalyCount is how many anomalies it found, as a failed check counts
-	// them in results.json's numbers and a soak's segments (a check whose
-	// failure is one finding says 1).
+	// AnomalyCount is how many anomalies it found, as the online check's
+	// progress line and a soak's segments count a failed check's (one
+	// whose failure is one finding says 1).
 	AnomalyCount() int
 	// AnomalyTimes calls note with the time of each piece of evidence of
 	// its failure that it kept (the first maxEvidence of each kind): the
 	// verdict's first anomaly and whether one lies under a fault read it.
 	// It is called only for a check that failed.
 	AnomalyTimes(note func(at int64))
-	// EvidenceLines are its key numbers in a few words and its evidence lines,
-	// times counted in seconds from t0; status is its own Judge's.
+	// EvidenceLines are its key numbers in a few words and its evidence
+	// lines (the first MaxEvidenceLines), times counted in seconds from
+	// t0; status is its own Judge's.
 	EvidenceLines(status Status, t0 int64) (numbers string, lines []string)
 	// conclude computes the check's result from what the scan found.
 	conclude(c *conclusion)
