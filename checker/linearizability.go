@@ -398,7 +398,7 @@ func (c *linearizabilityCheck) result(segmentsOf func(key string) int, span Inte
 	return res
 }
 
-// ErrNothingToVisualize is returned by LinearizabilityVisualization when
+// ErrNothingToVisualize is returned by Linearizability.Visualize when
 // every segment is linearizable or the failing one is too large to show.
 var ErrNothingToVisualize = errors.New("linearizability: no segment to visualize")
 
