@@ -27,8 +27,18 @@ type Options struct {
 // DefaultLinearizabilityTimeout is used when Options leave it zero.
 const DefaultLinearizabilityTimeout = 10 * time.Second
 
-// DefaultClockAllowance is 2ms plus a thousandth of the TTL, in nanoseconds.
-func DefaultClockAllowance(ttlMs int64) int64 { return 2e6 + ttlMs*1e3 }
+// DefaultClockAllowance is history.ClockAllowance (2ms plus a thousandth
+// of the TTL) of a TTL in ms, in nanoseconds.
+func DefaultClockAllowance(ttlMs int64) int64 {
+	return int64(history.ClockAllowance(time.Duration(ttlMs) * time.Millisecond))
+}
+
+// HistoryClockAllowance is the clock allowance a default check of the
+// history with header hd takes (DefaultClockAllowance, widened by the
+// drift of its wall-clock offset): what the report draws its leases with.
+func HistoryClockAllowance(hd history.Header) func(ttlMs int64) int64 {
+	return driftAllowance(DefaultClockAllowance, hd.WallOffset)
+}
 
 func (o Options) withDefaults() Options {
 	if o.LinearizabilityTimeout <= 0 {
@@ -91,16 +101,7 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 	}
 	hd := s.header
 	r := &Result{Faults: f.faults, Span: f.span, Truncated: Truncated{History: truncated}}
-	r.Checks = Checks{
-		LeaseSafety:     leaseSafety(f.keys, f.faults),
-		DoubleOwnership: doubleOwnership(f.keys, f.faults),
-		Resource:        s.resource.result(),
-		Fencing:         fencing(f.keys, f.faults),
-		Linearizability: s.lin.result(func(key string) int { return s.keys[key].settled.lin.segments }, f.span),
-		Liveness:        checkLiveness(f, s.latencies),
-	}
-	r.Checks.Resource.withUnjudged(s.unjudged)
-	r.Checks.Resource.withUntiedLog(s.logKeys, f.keys)
+	r.Checks.concludeAll(&conclusion{s: s, f: f, keys: f.keys, faults: f.faults, span: f.span})
 	r.Sessions = s.story.result()
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)

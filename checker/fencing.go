@@ -223,3 +223,33 @@ func (f *Fencing) Judge(JudgeContext) Judgement {
 	}
 	return Judgement{StatusFailed, msg}
 }
+
+func (f *Fencing) conclude(c *conclusion) { *f = fencing(c.keys, c.faults) }
+
+// AnomalyCount counts the regressions and duplicates.
+func (f *Fencing) AnomalyCount() int { return f.Regressions + f.Duplicates }
+
+// AnomalyTimes are the later grants of the anomalies kept.
+func (f *Fencing) AnomalyTimes(note func(int64)) {
+	for _, a := range f.Anomalies {
+		note(a.Later.OK)
+	}
+}
+
+// EvidenceLines are the counts and each anomaly kept, with its cause.
+func (f *Fencing) EvidenceLines(_ Status, t0 int64) (string, []string) {
+	if f.Valid && f.Regressions == 0 && f.Duplicates == 0 && !f.Checked {
+		return "no grant carried a fence", nil
+	}
+	numbers := fmt.Sprintf("%s, %s", Plural(f.Regressions, "regression"), Plural(f.Duplicates, "duplicate"))
+	return numbers, evidenceLines(len(f.Anomalies), func(i int) string {
+		a := f.Anomalies[i]
+		line := fmt.Sprintf("%s: %s was granted fence %s at %s after %s got fence %s at %s",
+			a.Kind, a.Later.Process, FmtFence(a.Later.Fence), RelSec(a.Later.OK, t0),
+			a.Earlier.Holder(), FmtFence(a.Earlier.Fence), RelSec(a.Earlier.OK, t0))
+		if a.Cause != "" {
+			line += " (" + a.Cause + ")"
+		}
+		return line
+	})
+}

@@ -147,15 +147,6 @@ func (s *scanner) settledResult() *Result {
 	keys := slices.SortedFunc(maps.Values(s.keys), func(a, b *keyFacts) int { return strings.Compare(a.key, b.key) })
 	faults := collectFaults(s.facts.nemesis, s.facts.span.End)
 	r := &Result{Span: s.facts.span, Faults: faults}
-	r.Checks = Checks{
-		LeaseSafety:     leaseSafety(keys, faults),
-		DoubleOwnership: doubleOwnership(keys, faults),
-		Resource:        s.resource.result(),
-		Fencing:         fencing(keys, faults),
-		Linearizability: Linearizability{Result: Linearizable},
-	}
-	if seg := s.lin.illegal; seg != nil {
-		r.Checks.Linearizability = Linearizability{Result: NotLinearizable, Key: seg.key, Window: &seg.window}
-	}
+	r.Checks.concludeAll(&conclusion{s: s, keys: keys, faults: faults, span: s.facts.span, settled: true})
 	return r
 }

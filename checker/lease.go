@@ -126,3 +126,26 @@ func (l *LeaseSafety) Judge(JudgeContext) Judgement {
 	}
 	return Judgement{StatusFailed, fmt.Sprintf("The lock service granted the lock while another client's lease was certainly live and not released (%s).", Plural(l.Violations, "violation"))}
 }
+
+func (l *LeaseSafety) conclude(c *conclusion) { *l = leaseSafety(c.keys, c.faults) }
+
+// AnomalyCount counts the violations.
+func (l *LeaseSafety) AnomalyCount() int { return l.Violations }
+
+// AnomalyTimes are the later grants of the violations kept.
+func (l *LeaseSafety) AnomalyTimes(note func(int64)) {
+	for _, v := range l.Evidence {
+		note(v.Later.OK)
+	}
+}
+
+// EvidenceLines are the violations and, for each kept, who was granted the lock
+// over whose live lease.
+func (l *LeaseSafety) EvidenceLines(_ Status, t0 int64) (string, []string) {
+	return Plural(l.Violations, "violation"), evidenceLines(len(l.Evidence), func(i int) string {
+		v := l.Evidence[i]
+		return fmt.Sprintf("key %q: %s was granted at %s while %s's lease (granted at %s) was certainly live until %s; faults: %s",
+			v.Key, v.Later.Process, RelSec(v.Later.OK, t0), v.Earlier.Process, RelSec(v.Earlier.OK, t0),
+			RelSec(v.Earlier.CertainEnd, t0), OrNone(v.Faults))
+	})
+}

@@ -381,7 +381,7 @@ func (c *linearizabilityCheck) result(segmentsOf func(key string) int, span Inte
 		return res
 	}
 	window := Interval{Start: seg.window.Start, End: min(seg.window.End, span.End)}
-	res.Window, res.Key = &window, seg.key
+	res.Window, res.Key, res.failing = &window, seg.key, seg
 	where := fmt.Sprintf("segment %d of %d on %s (%d operations, %s to %s)", seg.number, segmentsOf(seg.key), seg.key,
 		seg.size, relSeconds(window.Start-span.Start), relSeconds(window.End-span.Start))
 	switch {
@@ -398,21 +398,17 @@ func (c *linearizabilityCheck) result(segmentsOf func(key string) int, span Inte
 	return res
 }
 
-// ErrNothingToVisualize is returned by LinearizabilityVisualization when
+// ErrNothingToVisualize is returned by Linearizability.Visualize when
 // every segment is linearizable or the failing one is too large to show.
 var ErrNothingToVisualize = errors.New("linearizability: no segment to visualize")
 
-// LinearizabilityVisualization writes porcupine's HTML visualization of the
-// first segment that is not linearizable (or could not be decided) to w.
-func LinearizabilityVisualization(h *history.History, resource []history.ResourceEntry, opts Options, w io.Writer) error {
+// Visualize writes porcupine's HTML visualization of the first segment
+// that is not linearizable (or could not be decided) to w: the one this
+// check found, as its scan cut it. A result read back from results.json
+// has none to draw.
+func (l *Linearizability) Visualize(opts Options, w io.Writer) error {
 	opts = opts.withDefaults()
-	s := newScanner(h.Header, opts, sliceSource(resource))
-	for i := range h.Events {
-		s.event(&h.Events[i])
-	}
-	f := s.finish()
-	s.settleAll(f)
-	seg, _ := s.lin.run()
+	seg := l.failing
 	if seg == nil || seg.ops == nil || seg.size > maxSegmentOps {
 		return ErrNothingToVisualize
 	}
@@ -429,6 +425,9 @@ type Linearizability struct {
 	Window     *Interval `json:"window,omitempty"` // the segment that was illegal or timed out
 	Key        string    `json:"key,omitempty"`    // the key of that segment
 	Detail     string    `json:"detail,omitempty"`
+	// failing is that segment, as the check cut it, for Visualize: drawing
+	// it needs no second scan of the history.
+	failing *segment
 }
 
 // Judge fails linearizability on an illegal history; anything but a
@@ -445,4 +444,43 @@ func (l *Linearizability) Judge(JudgeContext) Judgement {
 		msg += " (" + strings.TrimSuffix(l.Detail, ".") + ")"
 	}
 	return Judgement{StatusUnknown, msg + "."}
+}
+
+// conclude takes the verdict of every segment, or on the settled
+// stretches only whether one was illegal.
+func (l *Linearizability) conclude(c *conclusion) {
+	s := c.s
+	switch {
+	case !c.settled:
+		*l = s.lin.result(func(key string) int { return s.keys[key].settled.lin.segments }, c.span)
+	case s.lin.illegal != nil:
+		seg := s.lin.illegal
+		*l = Linearizability{Result: NotLinearizable, Key: seg.key, Window: &seg.window}
+	default:
+		*l = Linearizability{Result: Linearizable}
+	}
+}
+
+// AnomalyCount is one: an illegal result is one finding.
+func (l *Linearizability) AnomalyCount() int { return 1 }
+
+// AnomalyTimes is the end of the illegal segment: the anomaly is somewhere
+// in it, certain only once it is complete.
+func (l *Linearizability) AnomalyTimes(note func(int64)) {
+	if l.Window != nil {
+		note(l.Window.End)
+	}
+}
+
+// EvidenceLines are the operations and segments checked, the window of an
+// illegal or unfinished segment and porcupine's detail.
+func (l *Linearizability) EvidenceLines(_ Status, t0 int64) (string, []string) {
+	var details []string
+	if l.Window != nil {
+		details = []string{fmt.Sprintf("window %s to %s", RelSec(l.Window.Start, t0), RelSec(l.Window.End, t0))}
+	}
+	if l.Detail != "" {
+		details = append(details, l.Detail)
+	}
+	return fmt.Sprintf("%s in %s", Plural(l.Operations, "operation"), Plural(l.Segments, "segment")), details
 }

@@ -234,9 +234,9 @@ func TestLinearizabilityUnknownIsNoPass(t *testing.T) {
 
 func TestLinearizabilityVisualization(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, LinearizabilityVisualization(pausedHolder("unfenced").Build(t), nil, Options{}, &buf))
+	require.NoError(t, Check(pausedHolder("unfenced").Build(t), nil, Options{}).Checks.Linearizability.Visualize(Options{}, &buf))
 	assert.Contains(t, buf.String(), "c0 read 0, wrote 1")
 
-	err := LinearizabilityVisualization(pausedHolder("fenced").Build(t), nil, Options{}, &buf)
+	err := Check(pausedHolder("fenced").Build(t), nil, Options{}).Checks.Linearizability.Visualize(Options{}, &buf)
 	assert.ErrorIs(t, err, ErrNothingToVisualize)
 }

@@ -833,3 +833,55 @@ func (f *faultsInForce) during(p history.Process, invoke int64) bool {
 	t, ok := f.clientEnded[client]
 	return ok && t >= invoke
 }
+
+// conclude judges liveness over the whole history; the settled stretches
+// alone say nothing of it.
+func (l *Liveness) conclude(c *conclusion) {
+	if !c.settled {
+		*l = checkLiveness(c.f, c.s.latencies)
+	}
+}
+
+// AnomalyCount counts the orphaned stretches.
+func (l *Liveness) AnomalyCount() int { return l.Orphaned }
+
+// AnomalyTimes are the first refusals of the orphaned stretches kept,
+// while nobody held the key.
+func (l *Liveness) AnomalyTimes(note func(int64)) {
+	for _, o := range l.Orphans {
+		note(o.FirstRefused)
+	}
+}
+
+// EvidenceLines are the grant rate, the longest stall, the acquire latency, the
+// refusals and orphaned stretches, then each orphan kept and the stall.
+func (l *Liveness) EvidenceLines(_ Status, t0 int64) (string, []string) {
+	numbers := fmt.Sprintf("%s (%.1f/s), longest stall %s ms, acquire p50 %s ms, p99 %s ms",
+		Plural(l.Grants, "grant"), l.GrantsPerSec, FmtMs(l.LongestStallMs), FmtMs(l.AcquireP50Ms), FmtMs(l.AcquireP99Ms))
+	if l.AcquireRefused > 0 {
+		// A mitigation at work (min-replicas-to-write) shows as refusals.
+		numbers += fmt.Sprintf(", %s refused by the service", Plural(l.AcquireRefused, "acquire"))
+	}
+	if l.Orphaned > 0 {
+		numbers += fmt.Sprintf(", orphaned %s", Plural(l.Orphaned, "time"))
+		if l.StuckUntilEnd {
+			numbers += " (until the end of the run)"
+		}
+	}
+	details := evidenceLines(len(l.Orphans), func(i int) string {
+		o := l.Orphans[i]
+		until := "to " + RelSec(o.To, t0)
+		if o.UntilEnd {
+			until = "to the end of the run"
+		}
+		return fmt.Sprintf("key %q orphaned from %s %s: %s refused while nobody held it, over longer than the %s ms bound; %s",
+			o.Key, RelSec(o.From, t0), until, Plural(o.Refused, "acquire"), FmtMs(o.BoundMs), o.Reason)
+	})
+	if l.Stall != nil {
+		details = append(details, fmt.Sprintf("longest stall from %s to %s", RelSec(l.Stall.Start, t0), RelSec(l.Stall.End, t0)))
+	}
+	if l.StallReason != "" {
+		details = append(details, l.StallReason)
+	}
+	return numbers, details
+}

@@ -194,3 +194,33 @@ func (d *DoubleOwnership) Judge(c JudgeContext) Judgement {
 	}
 	return Judgement{StatusNotice, "Two clients believed they held the lock at the same time, but neither wrote inside the overlap."}
 }
+
+func (d *DoubleOwnership) conclude(c *conclusion) { *d = doubleOwnership(c.keys, c.faults) }
+
+// AnomalyCount counts the writes that landed inside a window.
+func (d *DoubleOwnership) AnomalyCount() int { return d.UnsafeWrites }
+
+// AnomalyTimes are the starts of the windows whose writes landed.
+func (d *DoubleOwnership) AnomalyTimes(note func(int64)) {
+	for _, w := range d.List {
+		if w.Unsafe > 0 {
+			note(w.Start)
+		}
+	}
+}
+
+// EvidenceLines are the windows' count, length and landed writes, and each
+// window kept.
+func (d *DoubleOwnership) EvidenceLines(_ Status, t0 int64) (string, []string) {
+	if d.Windows == 0 {
+		return "0 windows", nil
+	}
+	numbers := fmt.Sprintf("%s, %s ms total, max %s ms, %s", Plural(d.Windows, "window"),
+		FmtMs(d.TotalMs), FmtMs(d.MaxMs), Plural(d.UnsafeWrites, "unsafe write"))
+	return numbers, evidenceLines(len(d.List), func(i int) string {
+		w := d.List[i]
+		return fmt.Sprintf("key %q: %s the lock from %s for %s ms, %s accepted; faults: %s",
+			w.Key, BelievedHeld(w.Processes), RelSec(w.Start, t0), FmtMs(w.Ms),
+			Plural(w.Unsafe, "write"), OrNone(w.Faults))
+	})
+}

@@ -323,3 +323,50 @@ func (r *ResourceSafety) Judge(JudgeContext) Judgement {
 	return Judgement{StatusFailed, fmt.Sprintf("The protected resource was corrupted: %s and %s accepted.",
 		Plural(r.LostUpdates, "lost update"), Plural(r.StaleWritesAccepted, "stale write"))}
 }
+
+// conclude takes the resource check's result, with the writes it could
+// not judge and the log's keys no acquire names once the history is whole.
+func (r *ResourceSafety) conclude(c *conclusion) {
+	*r = c.s.resource.result()
+	if !c.settled {
+		r.withUnjudged(c.s.unjudged)
+		r.withUntiedLog(c.s.logKeys, c.keys)
+	}
+}
+
+// AnomalyCount counts the lost updates and accepted stale writes.
+func (r *ResourceSafety) AnomalyCount() int { return r.LostUpdates + r.StaleWritesAccepted }
+
+// AnomalyTimes are the times of the lost updates and accepted stale
+// writes kept.
+func (r *ResourceSafety) AnomalyTimes(note func(int64)) {
+	for _, a := range r.Anomalies {
+		if a.Kind == LostUpdate || a.Kind == StaleWriteAccepted {
+			note(a.Time)
+		}
+	}
+}
+
+// EvidenceLines are the counts of each kind and, when the check failed, every
+// anomaly kept but the refused stale writes (fencing doing its job).
+func (r *ResourceSafety) EvidenceLines(status Status, t0 int64) (string, []string) {
+	numbers := fmt.Sprintf("%s, %s accepted, %s refused", Plural(r.LostUpdates, "lost update"),
+		Plural(r.StaleWritesAccepted, "stale write"), Plural(r.StaleWritesRefused, "stale write"))
+	if r.Source == SourceHistory {
+		numbers += ", judged from the history (no resource log)"
+	}
+	if status != StatusFailed {
+		return numbers, nil
+	}
+	var bad []ResourceAnomaly
+	for _, a := range r.Anomalies {
+		if a.Kind != StaleWriteRefused {
+			bad = append(bad, a)
+		}
+	}
+	return numbers, evidenceLines(len(bad), func(i int) string {
+		a := bad[i]
+		return fmt.Sprintf("%s on key %q at %s by %s: read %d, resource held %d, wrote %d, fence %s (highest seen %s)",
+			a.Kind, a.Key, RelSec(a.Time, t0), a.Process, a.Read, a.Prev, a.Value, FmtFence(a.Fence), FmtFence(a.Highest))
+	})
+}

@@ -104,7 +104,9 @@ type Truncated struct {
 	Resource bool `json:"resource"`
 }
 
-// Checks holds one entry per check.
+// Checks holds one entry per check, in results.json's order: adding a
+// check is its file (its result type, implementing CheckResult), its line
+// here and its line in List.
 type Checks struct {
 	LeaseSafety     LeaseSafety     `json:"lease_safety"`
 	DoubleOwnership DoubleOwnership `json:"double_ownership"`

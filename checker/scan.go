@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -213,7 +214,7 @@ func (l heldLease) claimEnds(how claimEnding, at, beliefEnd int64) {
 	end := claimEnd{at: at, how: how, event: at}
 	switch {
 	case a.ttl > 0 && how != endedByRelease:
-		end.at = max(g.OK, beliefEnd) + a.ttl*1e6
+		_, end.at = history.LeaseEnds(g.Invoke, max(g.OK, beliefEnd), time.Duration(a.ttl)*time.Millisecond, 0)
 		if at == never {
 			end.at = never
 		}
@@ -719,7 +720,8 @@ func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 // keep the key for its TTL after that moment at the latest.
 func (a *attempt) endUnknown(end int64, how claimEnding) {
 	a.end, a.outcome = end, attemptUnknown
-	a.claim, a.claimed = claimEnd{at: end + a.ttl*1e6, how: how, event: end}, true
+	_, latest := history.LeaseEnds(end, end, time.Duration(a.ttl)*time.Millisecond, 0)
+	a.claim, a.claimed = claimEnd{at: latest, how: how, event: end}, true
 }
 
 // hasTTL says whether the lease has a TTL that frees it by itself.
@@ -762,7 +764,8 @@ func (s *scanner) expiry(invoke, ttlMs int64) int64 {
 	if ttlMs <= 0 {
 		return noExpiry
 	}
-	return invoke + ttlMs*1e6 - s.allowance(ttlMs)
+	earliest, _ := history.LeaseEnds(invoke, invoke, time.Duration(ttlMs)*time.Millisecond, time.Duration(s.allowance(ttlMs)))
+	return earliest
 }
 
 // retire ends what a process that acts no more (killed, or retired by an

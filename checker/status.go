@@ -33,9 +33,43 @@ type JudgeContext struct {
 	T0     int64
 }
 
-// Judged is a check that decides its own status.
-type Judged interface {
+// CheckResult is what every check's result is: it decides its own status,
+// counts its anomalies, says when each was and states its evidence. The
+// verdict, the online check, a soak's segments, the summary, junit.xml, the
+// report and a scenario's expectations iterate Checks.List and read these
+// methods, so a check that lacks one does not compile.
+type CheckResult interface {
+	// Judge decides the check's status, once, with its message.
 	Judge(JudgeContext) Judgement
+	// AnomalyCount is how many anomalies it found, as the online check's
+	// progress line and a soak's segments count a failed check's (one
+	// whose failure is one finding says 1).
+	AnomalyCount() int
+	// AnomalyTimes calls note with the time of each piece of evidence of
+	// its failure that it kept (the first maxEvidence of each kind): the
+	// verdict's first anomaly and whether one lies under a fault read it.
+	// It is called only for a check that failed.
+	AnomalyTimes(note func(at int64))
+	// EvidenceLines are its key numbers in a few words and its evidence
+	// lines (the first MaxEvidenceLines), times counted in seconds from
+	// t0; status is its own Judge's.
+	EvidenceLines(status Status, t0 int64) (numbers string, lines []string)
+	// conclude computes the check's result from what the scan found.
+	conclude(c *conclusion)
+}
+
+// conclusion is what the checks are computed from: the scan, the keys'
+// facts and the faults. settled says it is what the stretches settled so
+// far show (the online check, Follower.Anomalies): a check that can judge
+// only a whole history (liveness) leaves itself empty, linearizability
+// says only whether a settled segment was illegal. f is nil then.
+type conclusion struct {
+	s       *scanner
+	f       *facts
+	keys    []*keyFacts
+	faults  []Fault
+	span    Interval
+	settled bool
 }
 
 // NamedCheck is one check with its key in results.json and its name as
@@ -43,11 +77,13 @@ type Judged interface {
 type NamedCheck struct {
 	Key   string
 	Title string
-	Check Judged
+	Check CheckResult
 }
 
 // List is every check, in results.json's order: the one place that
-// enumerates them.
+// enumerates them. A check's line here is what makes it a CheckResult, so
+// a check that lacks a method does not compile; TestListIsEveryCheck
+// holds it to the fields of Checks.
 func (c *Checks) List() []NamedCheck {
 	return []NamedCheck{
 		{"lease_safety", "lease safety", &c.LeaseSafety},
@@ -57,6 +93,22 @@ func (c *Checks) List() []NamedCheck {
 		{"linearizability", "linearizability", &c.Linearizability},
 		{"liveness", "liveness", &c.Liveness},
 	}
+}
+
+// concludeAll computes every check from what the scan found.
+func (c *Checks) concludeAll(from *conclusion) {
+	for _, nc := range c.List() {
+		nc.Check.conclude(from)
+	}
+}
+
+// Keys are the checks' keys in results.json, in its order.
+func Keys() []string {
+	var keys []string
+	for _, c := range (&Checks{}).List() {
+		keys = append(keys, c.Key)
+	}
+	return keys
 }
 
 // Plural counts a noun in words: "1 window", "3 windows".

@@ -3,7 +3,9 @@ package checker
 import (
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +17,7 @@ func TestJudge(t *testing.T) {
 	unfenced, fenced := JudgeContext{}, JudgeContext{Fenced: true}
 	tests := []struct {
 		name    string
-		check   Judged
+		check   CheckResult
 		ctx     JudgeContext
 		status  Status
 		message string
@@ -78,5 +80,19 @@ func TestValidityIsAWord(t *testing.T) {
 			word = `"unknown"` // results.json's contract
 		}
 		assert.Equal(t, word, string(b))
+	}
+}
+
+// TestListIsEveryCheck: List names every field of Checks, in its order, by
+// its key in results.json.
+func TestListIsEveryCheck(t *testing.T) {
+	var c Checks
+	typ := reflect.TypeOf(c)
+	list := c.List()
+	require.Len(t, list, typ.NumField(), "a line in List for every check")
+	for i, nc := range list {
+		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		assert.Equal(t, key, nc.Key, "List follows the fields of Checks")
+		assert.Equal(t, reflect.ValueOf(&c).Elem().Field(i).Addr().Interface(), nc.Check, "%s is its own field", nc.Key)
 	}
 }

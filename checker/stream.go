@@ -17,7 +17,7 @@ import (
 func CheckFile(path string, resource []history.ResourceEntry, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
 	return checkSettling(func(settle bool) (*Result, bool, error) {
-		return checkFile(path, sliceSource(resource), opts, settle)
+		return checkFile(path, sliceSource(resource), opts, settle, nil, nil)
 	})
 }
 
@@ -25,6 +25,15 @@ func CheckFile(path string, resource []history.ResourceEntry, opts Options) (*Re
 // the scan goes ("" or a missing file: the run has none). Result.Truncated
 // says whether each file's last line was cut off.
 func CheckFiles(historyPath, resourcePath string, opts Options) (*Result, error) {
+	return CheckFilesAt(historyPath, resourcePath, opts, nil, nil)
+}
+
+// CheckFilesAt is CheckFiles that also shows header the history's header
+// and visit every event it reads, once, in order, with the offset of its
+// line in the history file: what else is read from a history (the
+// report's excerpt) is read in the same pass. The event is valid until
+// visit returns.
+func CheckFilesAt(historyPath, resourcePath string, opts Options, header func(history.Header), visit func(e *history.Event, offset int64)) (*Result, error) {
 	opts = opts.withDefaults()
 	var resourceTruncated bool
 	r, err := checkSettling(func(settle bool) (*Result, bool, error) {
@@ -33,7 +42,12 @@ func CheckFiles(historyPath, resourcePath string, opts Options) (*Result, error)
 			return nil, false, err
 		}
 		defer stop()
-		return checkFile(historyPath, source, opts, settle)
+		// The first scan reads the whole history, settling or not: a
+		// second (one that went back past a settled stretch) shows visit
+		// nothing new.
+		r, reordered, err := checkFile(historyPath, source, opts, settle, header, visit)
+		header, visit = nil, nil
+		return r, reordered, err
 	})
 	if r != nil {
 		r.Truncated.Resource = resourceTruncated
@@ -41,15 +55,17 @@ func CheckFiles(historyPath, resourcePath string, opts Options) (*Result, error)
 	return r, err
 }
 
-// checkFile checks the history at path with the resource log source; it
-// also says whether the history went back past a settled stretch.
-func checkFile(path string, source resourceSource, opts Options, settle bool) (*Result, bool, error) {
+// checkFile checks the history at path with the resource log source,
+// showing header and visit (when not nil) the header and each event with
+// its offset; it also says
+// whether the history went back past a settled stretch.
+func checkFile(path string, source resourceSource, opts Options, settle bool, header func(history.Header), visit func(*history.Event, int64)) (*Result, bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, false, err
 	}
 	defer f.Close()
-	r, reordered, err := checkStream(f, source, opts, settle)
+	r, reordered, err := checkStream(f, source, opts, settle, header, visit)
 	if pe := (*history.ParseError)(nil); errors.As(err, &pe) {
 		pe.File = path
 	}
@@ -99,20 +115,27 @@ var errStopped = errors.New("stopped")
 // length of the history.
 func CheckStream(r io.Reader, resource []history.ResourceEntry, opts Options) (*Result, error) {
 	opts = opts.withDefaults()
-	res, _, err := checkStream(r, sliceSource(resource), opts, false)
+	res, _, err := checkStream(r, sliceSource(resource), opts, false, nil, nil)
 	return res, err
 }
 
-// checkStream checks the history read from r.
-func checkStream(r io.Reader, source resourceSource, opts Options, settle bool) (*Result, bool, error) {
+// checkStream checks the history read from r, showing header and visit
+// (when not nil) its header and each event with the offset of its line.
+func checkStream(r io.Reader, source resourceSource, opts Options, settle bool, header func(history.Header), visit func(*history.Event, int64)) (*Result, bool, error) {
 	var s *scanner
-	truncated, err := history.Stream(r, func(h history.Header) error {
+	truncated, err := history.StreamAt(r, func(h history.Header) error {
+		if header != nil {
+			header(h)
+		}
 		s = newScanner(h, opts, source)
 		if !settle {
 			s.settleAt = 0
 		}
 		return nil
-	}, func(e *history.Event) error {
+	}, func(e *history.Event, offset int64) error {
+		if visit != nil {
+			visit(e, offset)
+		}
 		s.event(e)
 		return nil
 	})

@@ -39,11 +39,14 @@ func (r *run) nextSegment(ctx context.Context, n int) (string, func(), error) {
 	// the backend granted of its last renewal, which came before the
 	// client parked or died: its last acquire or extend, or a session's
 	// keepalive. The granted lease, not the TTL asked for: etcd grants 1s
-	// for 500ms.
+	// for 500ms; its latest end allows a tenth of it, and 10ms, for the
+	// service's expiry ticks on a busy machine.
+	parked := history.Now()
+	_, ends := history.LeaseEnds(parked, parked, r.cfg.Lease, r.cfg.Lease/10+10*time.Millisecond)
 	select {
 	case <-ctx.Done():
 		return "", nil, ctx.Err()
-	case <-time.After(r.cfg.Lease + r.cfg.Lease/10 + 10*time.Millisecond):
+	case <-time.After(time.Duration(ends - history.Now())):
 	}
 	resetClocks(r.top.servers)
 	r.inspect()

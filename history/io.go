@@ -155,12 +155,23 @@ func ReadFile(path string) (*History, error) {
 		return nil, err
 	}
 	defer f.Close()
-	h, err := Read(f)
+	var events int
+	if fi, err := f.Stat(); err == nil {
+		events = int(fi.Size() / bytesPerEvent)
+	}
+	h, err := read(f, events)
 	if pe := (*ParseError)(nil); errors.As(err, &pe) {
 		pe.File = path
 	}
 	return h, err
 }
+
+// bytesPerEvent is shorter than nearly every event line of a recorded
+// history (the shortest of a real Redis run's are some 90 bytes), so a
+// file's size over it is room for its events: holding them in one slice
+// from the start saves the copies of growing it, which were half of
+// reading a real run's history.
+const bytesPerEvent = 80
 
 // Read reads and validates a history: a header line, then events that carry
 // every required field, whose indices rise, whose types and functions are
@@ -168,8 +179,11 @@ func ReadFile(path string) (*History, error) {
 // followed by exactly one completion of the same process, not timed before
 // it, and a process whose operation completed with info never acts again.
 // A last line cut off mid-write is dropped and noted in Truncated.
-func Read(r io.Reader) (*History, error) {
-	h := &History{}
+func Read(r io.Reader) (*History, error) { return read(r, 0) }
+
+// read is Read with room for events events.
+func read(r io.Reader, events int) (*History, error) {
+	h := &History{Events: make([]Event, 0, events)}
 	truncated, err := Stream(r, func(hd Header) error {
 		h.Header = hd
 		return nil
@@ -190,13 +204,24 @@ func Read(r io.Reader) (*History, error) {
 // Memory stays flat whatever the length of the history. An error of a
 // callback stops the reading and is returned as the error of that line.
 func Stream(r io.Reader, header func(Header) error, event func(*Event) error) (truncated bool, err error) {
+	return StreamAt(r, header, func(e *Event, _ int64) error { return event(e) })
+}
+
+// StreamAt is Stream, telling event where each event's line begins in r
+// (its offset in bytes), so that a reader can come back for a stretch of
+// the history (SkimEvents) without reading all of it again.
+func StreamAt(r io.Reader, header func(Header) error, event func(e *Event, offset int64) error) (truncated bool, err error) {
 	size := 1 << 20
 	if l, ok := r.(interface{ Len() int }); ok {
 		// A history in memory (a test's) needs no buffer larger than itself.
 		size = min(size, l.Len()+1)
 	}
-	lines := NewEventLines(header, event)
-	truncated, err = eachLine(r, size, false, lines.Line)
+	var at int64
+	lines := NewEventLines(header, func(e *Event) error { return event(e, at) })
+	truncated, err = eachLineAt(r, size, false, func(line int, offset int64, b []byte) error {
+		at = offset
+		return lines.Line(line, b)
+	})
 	if err != nil {
 		return false, err
 	}
@@ -254,15 +279,24 @@ type notJSON struct{ error }
 // ends the reading, truncated; any other error of visit stops it as a
 // ParseError of that line (of the resource log when resource is set).
 func eachLine(r io.Reader, size int, resource bool, visit func(line int, b []byte) error) (truncated bool, err error) {
+	return eachLineAt(r, size, resource, func(line int, _ int64, b []byte) error { return visit(line, b) })
+}
+
+// eachLineAt is eachLine, telling visit the offset in r where each line
+// begins.
+func eachLineAt(r io.Reader, size int, resource bool, visit func(line int, offset int64, b []byte) error) (truncated bool, err error) {
 	br := bufio.NewReaderSize(r, size)
 	var long []byte
+	var offset int64
 	for line := 1; ; line++ {
 		b, complete, err := readLine(br, &long)
 		if err != nil {
 			return false, err
 		}
+		at := offset
+		offset += int64(len(b)) // with its newline
 		if b = bytes.TrimSpace(b); len(b) > 0 {
-			if err := visit(line, b); err != nil {
+			if err := visit(line, at, b); err != nil {
 				return lineError(err, line, complete, resource)
 			}
 		}

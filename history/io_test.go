@@ -161,3 +161,35 @@ func TestWriteThenRead(t *testing.T) {
 	assert.Equal(t, Nemesis, h.Events[2].Process)
 	assert.False(t, h.Truncated)
 }
+
+// TestStreamAtTellsWhereEachLineBegins: the offset StreamAt tells is where
+// the event's line begins, blank lines and a long line included, so that
+// SkimEvents from it reads that event first.
+func TestStreamAtTellsWhereEachLineBegins(t *testing.T) {
+	long := strings.Repeat("x", 3<<20) // longer than the reader's buffer
+	text := header + "\n" +
+		`{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\n\n" +
+		`{"index":1,"time":2,"process":0,"type":"fail","f":"acquire","key":"k","error":"` + long + `"}` + "\n" +
+		`{"index":2,"time":3,"process":1,"type":"invoke","f":"acquire","key":"k"}` + "\n"
+	var offsets []int64
+	_, err := StreamAt(strings.NewReader(text), func(Header) error { return nil }, func(e *Event, offset int64) error {
+		offsets = append(offsets, offset)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, offsets, 3)
+	for i, at := range offsets {
+		var first *Event
+		_, err := SkimEvents(strings.NewReader(text[at:]), func(_ Head, decode func() (*Event, error)) error {
+			if first == nil {
+				e, err := decode()
+				require.NoError(t, err)
+				first = new(*e)
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.NotNil(t, first)
+		assert.Equal(t, int64(i), first.Index, "offset %d begins event %d", at, i)
+	}
+}

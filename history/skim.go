@@ -22,8 +22,34 @@ type Head struct {
 // Stream refuses it. The rules Stream holds across lines are not checked
 // again.
 func Skim(r io.Reader, header func(Header) error, visit func(h Head, decode func() (*Event, error)) error) (truncated bool, err error) {
-	dec := newEventDecoder()
 	headerRead := false
+	truncated, err = skim(r, func(b []byte) (bool, error) {
+		if headerRead {
+			return false, nil
+		}
+		headerRead = true
+		var hd Header
+		if err := decodeHeader(b, &hd); err != nil {
+			return true, err
+		}
+		return true, header(hd)
+	}, visit)
+	if err == nil && !headerRead {
+		err = &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
+	}
+	return truncated, err
+}
+
+// SkimEvents is Skim of a stretch of a history's event lines, with no
+// header: r starts at an event's line (an offset StreamAt told).
+func SkimEvents(r io.Reader, visit func(h Head, decode func() (*Event, error)) error) (truncated bool, err error) {
+	return skim(r, func([]byte) (bool, error) { return false, nil }, visit)
+}
+
+// skim visits the event lines of r; header takes a line first and says
+// whether it was the header.
+func skim(r io.Reader, header func(b []byte) (bool, error), visit func(h Head, decode func() (*Event, error)) error) (truncated bool, err error) {
+	dec := newEventDecoder()
 	var line []byte
 	var e Event
 	decode := func() (*Event, error) {
@@ -33,14 +59,9 @@ func Skim(r io.Reader, header func(Header) error, visit func(h Head, decode func
 		}
 		return &e, nil
 	}
-	truncated, err = eachLine(r, 1<<20, false, func(_ int, b []byte) error {
-		if !headerRead {
-			headerRead = true
-			var hd Header
-			if err := decodeHeader(b, &hd); err != nil {
-				return err
-			}
-			return header(hd)
+	return eachLine(r, 1<<20, false, func(_ int, b []byte) error {
+		if was, err := header(b); was || err != nil {
+			return err
 		}
 		line = b
 		if h, ok := dec.head(b); ok {
@@ -52,10 +73,6 @@ func Skim(r io.Reader, header func(Header) error, visit func(h Head, decode func
 		}
 		return visit(Head{Time: ev.Time, Process: ev.Process, Type: ev.Type, F: ev.F}, decode)
 	})
-	if err == nil && !headerRead {
-		err = &ParseError{Line: 1, Err: errors.New("empty history: no header line")}
-	}
-	return truncated, err
 }
 
 // head reads the head of a line that starts as Writer writes it:

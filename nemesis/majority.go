@@ -165,11 +165,12 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	// inside A's lease. A client that cannot say when it asked was granted
 	// just before it reached the failpoint; a fifth of the TTL covers its
 	// acquire (it waited out the stopped nodes' timeout, a tenth of the TTL).
-	granted := time.Now()
-	leaseEnd, ends := granted.Add(env.TTL-env.TTL/5), int64(0)
+	granted, now := time.Now(), history.Now()
+	guessed, _ := history.LeaseEnds(now, now, env.TTL, env.TTL/5)
+	leaseEnd, ends := granted.Add(time.Duration(guessed-now)), int64(0)
 	if gt, ok := a.(GrantTimes); ok {
 		if invoke, _ := gt.Grant(); invoke > 0 {
-			ends = invoke + int64(env.TTL) - leaseAllowance(env.TTL)
+			ends, _ = history.LeaseEnds(invoke, invoke, env.TTL, history.ClockAllowance(env.TTL))
 			leaseEnd = time.Now().Add(time.Duration(ends - history.Now()))
 		}
 	}
@@ -213,12 +214,6 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 // lease as the checker will: from the acquire's invoke.
 type GrantTimes interface {
 	Grant() (invoke, ok int64)
-}
-
-// leaseAllowance is how much earlier than invoke + TTL the checker allows a
-// lease to have ended (checker.DefaultClockAllowance), in nanoseconds.
-func leaseAllowance(ttl time.Duration) int64 {
-	return int64(2*time.Millisecond) + ttl.Milliseconds()*1e3
 }
 
 // SmallestTTL is the shortest lease within which a second client can be

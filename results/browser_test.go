@@ -218,7 +218,7 @@ func writeRun(t *testing.T, parent, name string, h *history.History) (string, *c
 	}
 	require.NoError(t, w.Close())
 	res := checker.Check(h, nil, checker.Options{})
-	require.NoError(t, WriteLinearizability(dir, h, nil, res, checker.Options{}))
+	require.NoError(t, WriteLinearizability(dir, res, checker.Options{}))
 	require.NoError(t, WriteAll(dir, h, res))
 	return dir, res
 }

@@ -1,7 +1,8 @@
 package results
 
 import (
-	"errors"
+	"cmp"
+	"io"
 	"os"
 	"slices"
 
@@ -24,59 +25,124 @@ const (
 	maxSampledOps = 20_000
 )
 
-// readExcerpt reads the history at path for the report of res: the
-// header, every nemesis event, the client events around the first findings
-// (padded by a few leases), and a sample of the operations.
-func readExcerpt(path string, res *checker.Result) (*history.History, error) {
+// excerptReader gathers a history's excerpt for its report while the
+// checker reads it (checker.CheckFilesAt: one pass over the history): the
+// header, every nemesis event, a sample of the operations, and the
+// offsets and time bounds of its chunks of chunkEvents client events. The
+// client events around what the checker found are read back afterwards
+// from the chunks that hold them (read), so the history is read whole only
+// once.
+type excerptReader struct {
+	h       *history.History
+	invokes map[history.Process]history.Event
+	ops     opSampler
+	chunks  []excerptChunk
+}
+
+// chunkEvents is how many client events a chunk spans: memory is a few
+// bytes per thousand events, and a window reads at most one chunk more
+// than it needs at either end.
+const chunkEvents = 1024
+
+// excerptChunk is a stretch of a history's lines from offset, whose client
+// events are timed from minTime to maxTime.
+type excerptChunk struct {
+	offset           int64
+	events           int
+	minTime, maxTime int64
+}
+
+func newExcerptReader() *excerptReader {
+	return &excerptReader{h: &history.History{Excerpt: &history.Excerpt{Stride: 1}}, invokes: map[history.Process]history.Event{}}
+}
+
+func (x *excerptReader) header(hd history.Header) { x.h.Header = hd }
+
+// event takes one event of the checker's pass, whose line begins at offset.
+func (x *excerptReader) event(e *history.Event, offset int64) {
+	x.h.Excerpt.Length++
+	if e.Process == history.Nemesis {
+		x.h.Events = append(x.h.Events, *e)
+		return
+	}
+	if n := len(x.chunks); n == 0 || x.chunks[n-1].events == chunkEvents {
+		x.chunks = append(x.chunks, excerptChunk{offset: offset, minTime: e.Time, maxTime: e.Time})
+	}
+	c := &x.chunks[len(x.chunks)-1]
+	c.events++
+	c.minTime, c.maxTime = min(c.minTime, e.Time), max(c.maxTime, e.Time)
+	op := history.Event{Time: e.Time, Process: e.Process, Type: e.Type, F: e.F}
+	if op.Type == history.Invoke {
+		x.invokes[op.Process] = op
+	} else if inv, ok := x.invokes[op.Process]; ok {
+		delete(x.invokes, op.Process)
+		x.ops.add(inv, op)
+	}
+}
+
+// read completes the excerpt for the report of res from the history at
+// path: the client events around the first findings (padded by a few
+// leases), in the history's order with its nemesis events.
+func (x *excerptReader) read(path string, res *checker.Result) (*history.History, error) {
+	h := x.h
+	h.Excerpt.Operations, h.Excerpt.Stride, h.Excerpt.Operated = x.ops.events, x.ops.stride, x.ops.seen
+	h.Truncated = res.Truncated.History
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	h := &history.History{Excerpt: &history.Excerpt{Stride: 1}}
-	var windows []checker.Interval
-	kept := make([]int, maxExcerptWindows)
-	invokes := map[history.Process]history.Event{}
-	var ops opSampler
-	keep := func(decode func() (*history.Event, error)) error {
+	nemesis := len(h.Events)
+	for _, w := range excerptWindows(res, h.Header.Config.TTLms) {
+		if err := x.readWindow(f, w); err != nil {
+			return nil, err
+		}
+	}
+	if len(h.Events) > nemesis {
+		slices.SortStableFunc(h.Events, func(a, b history.Event) int { return cmp.Compare(a.Index, b.Index) })
+	}
+	return h, nil
+}
+
+// readWindow adds the first maxWindowEvents client events timed within w,
+// read from the chunks whose times reach into it.
+func (x *excerptReader) readWindow(f *os.File, w checker.Interval) error {
+	first, last := -1, -1
+	for i, c := range x.chunks {
+		if c.maxTime >= w.Start && c.minTime <= w.End {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	end := int64(-1) // to the end of the file
+	if last+1 < len(x.chunks) {
+		end = x.chunks[last+1].offset
+	}
+	var r io.Reader = io.NewSectionReader(f, x.chunks[first].offset, end-x.chunks[first].offset)
+	if end < 0 {
+		if _, err := f.Seek(x.chunks[first].offset, io.SeekStart); err != nil {
+			return err
+		}
+		r = f
+	}
+	kept := 0
+	_, err := history.SkimEvents(r, func(head history.Head, decode func() (*history.Event, error)) error {
+		if head.Process == history.Nemesis || head.Time < w.Start || head.Time > w.End || kept == maxWindowEvents {
+			return nil
+		}
+		kept++
 		e, err := decode()
 		if err == nil {
-			h.Events = append(h.Events, *e)
+			x.h.Events = append(x.h.Events, *e)
 		}
 		return err
-	}
-	h.Truncated, err = history.Skim(f, func(hd history.Header) error {
-		h.Header = hd
-		windows = excerptWindows(res, hd.Config.TTLms)
-		return nil
-	}, func(head history.Head, decode func() (*history.Event, error)) error {
-		h.Excerpt.Length++
-		if head.Process == history.Nemesis {
-			return keep(decode)
-		}
-		e := history.Event{Time: head.Time, Process: head.Process, Type: head.Type, F: head.F}
-		if e.Type == history.Invoke {
-			invokes[e.Process] = e
-		} else if inv, ok := invokes[e.Process]; ok {
-			delete(invokes, e.Process)
-			ops.add(inv, e)
-		}
-		for i, w := range windows {
-			if e.Time >= w.Start && e.Time <= w.End && kept[i] < maxWindowEvents {
-				kept[i]++
-				return keep(decode)
-			}
-		}
-		return nil
 	})
-	if pe := (*history.ParseError)(nil); errors.As(err, &pe) {
-		pe.File = path
-	}
-	if err != nil {
-		return nil, err
-	}
-	h.Excerpt.Operations, h.Excerpt.Stride, h.Excerpt.Operated = ops.events, ops.stride, ops.seen
-	return h, nil
+	return err
 }
 
 // excerptWindows are the stretches of the history around what the checker

@@ -298,17 +298,8 @@ func fenceTable(as []checker.FenceAnomaly, t0 int64) *tableView {
 	return rows("fencing", len(as), []string{"kind", "key", "granted to", "fence", "at", "after", "fence", "at"}, func(i int) []string {
 		a := as[i]
 		return []string{a.Kind, a.Later.Key, a.Later.Process.String(), fmtFence(a.Later.Fence), relSec(a.Later.OK, t0),
-			fenceHolder(a.Earlier), fmtFence(a.Earlier.Fence), relSec(a.Earlier.OK, t0)}
+			a.Earlier.Holder(), fmtFence(a.Earlier.Fence), relSec(a.Earlier.OK, t0)}
 	})
-}
-
-// fenceHolder names who got a fence anomaly's earlier fence: a client, or
-// an earlier segment of a soak (the segment's head, Index -1).
-func fenceHolder(g checker.Grant) string {
-	if g.Index < 0 {
-		return "an earlier segment"
-	}
-	return g.Process.String()
 }
 
 func faultTable(fs []checker.Fault, t0 int64) tableView {

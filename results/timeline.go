@@ -1,12 +1,14 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
@@ -344,6 +346,12 @@ func (b *builder) history(h *history.History, end int64) {
 		fence         *int64
 	}
 	held := map[history.Process]*holding{}
+	allowance := checker.HistoryClockAllowance(h.Header)
+	// A lease may end as soon as the checker takes it to: its earliest end.
+	earliest := func(invoke, ttlMs int64) int64 {
+		end, _ := history.LeaseEnds(invoke, invoke, time.Duration(ttlMs)*time.Millisecond, time.Duration(allowance(ttlMs)))
+		return end
+	}
 	invoked := map[history.Process]int64{} // time of the pending acquire or extend
 	writing := map[history.Process]*history.Value{}
 	for i := range h.Events {
@@ -364,13 +372,13 @@ func (b *builder) history(h *history.History, end int64) {
 			if e.Value != nil {
 				hold.fence = e.Value.Fence
 				if e.Value.TTLms > 0 {
-					hold.expiry = invoked[p] + e.Value.TTLms*1e6
+					hold.expiry = earliest(invoked[p], e.Value.TTLms)
 				}
 			}
 			held[p] = hold
 		case e.F == history.FExtend && e.Type == history.OK:
 			if hold := held[p]; hold != nil && hold.expiry > 0 && e.Value != nil && e.Value.TTLms > 0 {
-				hold.expiry = max(hold.expiry, invoked[p]+e.Value.TTLms*1e6)
+				hold.expiry = max(hold.expiry, earliest(invoked[p], e.Value.TTLms))
 			}
 		case e.F == history.FRelease && e.Type == history.Invoke:
 			if hold := held[p]; hold != nil {
@@ -482,7 +490,7 @@ func (b *builder) windows(ws []checker.Window) {
 		if i == maxRows {
 			break
 		}
-		title := fmt.Sprintf("%s %q for %s ms from %s; %s accepted", believedHeld(w.Processes), w.Key, fmtMs(w.Ms), relSec(w.Start, b.t0), plural(w.Unsafe, "write"))
+		title := fmt.Sprintf("%s %q for %s ms from %s; %s accepted", checker.BelievedHeld(w.Processes), w.Key, fmtMs(w.Ms), relSec(w.Start, b.t0), plural(w.Unsafe, "write"))
 		b.band(markID("double_ownership", i), "#"+rowID("double_ownership", i), "window", w.Start, w.End, title)
 		// Outline every participating lane across the window.
 		for _, p := range w.Processes {
@@ -533,7 +541,7 @@ func (b *builder) resourceAnomalies(as []checker.ResourceAnomaly) {
 			break
 		}
 		class, shapeD := "anomaly", dot
-		if a.Kind == staleWriteRefused {
+		if a.Kind == checker.StaleWriteRefused {
 			class, shapeD = "write-refused anomaly-refused", cross
 		}
 		title := fmt.Sprintf("%s: %s wrote %d to %q at %s (read %d, resource held %d, fence %s, highest %s)", a.Kind, a.Process,
@@ -618,31 +626,63 @@ func faultClass(verb string) string {
 }
 
 // observesOnly is a nemesis verb that records something without acting on
-// a node.
-func observesOnly(verb string) bool {
-	return verb == history.NemRunEnd || verb == history.NemInspect || verb == history.NemFailpoint
-}
+// a node (history's verb table).
+func observesOnly(verb string) bool { return history.VerbOf(verb).ObservesOnly() }
 
-// nodeEventKind sorts a nemesis verb that targets a node by what it says
-// about the node's state. Faults of other backends add verbs over time: a
-// clock verb (clock-jump, clock-reset, ...) carries the offset in Detail, a
-// role verb the role, and a verb this does not know is drawn as a point
-// with its details.
-func nodeEventKind(verb string) string {
-	switch {
-	case verb == history.NemPause, verb == history.NemResume, verb == history.NemKill, verb == history.NemStart,
-		verb == history.NemSwitchMaster, verb == history.NemRole, verb == history.NemPartition, verb == history.NemHeal:
-		return verb
-	case strings.Contains(verb, "clock"), strings.Contains(verb, "skew"):
-		return "clock"
-	case strings.Contains(verb, "leader"), strings.Contains(verb, "promot"):
-		return history.NemRole
+// nodeEvent draws what nemesis event e says of node, as history's verb
+// table has it (Verb.Lane): the marks it closes and opens, and its point.
+func (b *builder) nodeEvent(e *history.Event, node string, closeBar func(node, class string, t int64), openBar func(node, class string, t int64, text string)) {
+	v := history.VerbOf(e.F)
+	lane, detail := v.Lane, e.Value.Detail
+	if lane.Point && detail != "" {
+		if lane.Note != "" {
+			detail = lane.Note + ": " + detail
+		}
+		b.nodePoint(node, e, detail)
 	}
-	return "point"
+	if v.Role == history.Heals {
+		if m := history.VerbOf(v.Heals).Lane.Mark; m != "" {
+			closeBar(node, "node-"+m, e.Time)
+		}
+		return
+	}
+	for _, ended := range v.Ends {
+		if m := history.VerbOf(ended).Lane.Mark; m != "" {
+			closeBar(node, "node-"+m, e.Time)
+		}
+	}
+	if lane.Mark == "" {
+		if !lane.Point {
+			b.nodePoint(node, e, detail)
+		}
+		return
+	}
+	class := "node-" + lane.Mark
+	closeBar(node, class, e.Time)
+	text := cmp.Or(lane.Text, v.State)
+	switch {
+	case lane.FromDetail:
+		text = cmp.Or(detail, e.F)
+	case lane.Offset:
+		// Detail is "+20s", a strobe, or "<text> offset +20s".
+		offset := strings.TrimPrefix(strings.TrimSpace(detail), text+" offset ")
+		if offset == "" && e.Value.DurationMs != 0 {
+			offset = fmt.Sprintf("%+d ms", e.Value.DurationMs)
+		}
+		if offset == "" || zeroOffset.MatchString(offset) {
+			return
+		}
+		text += " " + offset
+	case len(e.Value.Links) > 0:
+		// A cut of single links names the other ends; a container
+		// disconnected from the run's network is cut off from all.
+		text = "cut from: " + strings.Join(e.Value.Links, ", ")
+	}
+	openBar(node, class, e.Time, text)
 }
 
 // zeroOffset is a clock detail that puts a node's clock back.
-var zeroOffset = regexp.MustCompile(`^[+-]?0*(\.0*)?[a-z]*$|^reset`)
+var zeroOffset = regexp.MustCompile(`^[+-]?0*(\.0*)?[a-z]*$`)
 
 // nodeStates draws each node's lane: a thin line while it is up, and bars
 // while it is paused, killed or cut off the network, its clock is off, or it holds a role
@@ -685,60 +725,7 @@ func (b *builder) nodeStates(h *history.History, end int64) {
 		if _, ok := b.nodeLane[node]; !ok || observesOnly(e.F) || isLinkFault(e.F) {
 			continue
 		}
-		detail := e.Value.Detail
-		switch nodeEventKind(e.F) {
-		case history.NemPause:
-			openBar(node, "node-paused", e.Time, "paused")
-		case history.NemResume:
-			closeBar(node, "node-paused", e.Time)
-		case history.NemKill:
-			closeBar(node, "node-paused", e.Time) // a killed process is no longer stopped
-			openBar(node, "node-killed", e.Time, "killed")
-		case history.NemPartition:
-			// A cut of single links names the other ends; a container
-			// disconnected from the run's network is cut off from all.
-			text := "cut off the network"
-			if len(e.Value.Links) > 0 {
-				text = "cut from: " + strings.Join(e.Value.Links, ", ")
-			}
-			openBar(node, "node-partitioned", e.Time, text)
-		case history.NemHeal:
-			closeBar(node, "node-partitioned", e.Time)
-			if detail != "" {
-				b.nodePoint(node, e, detail)
-			}
-		case history.NemStart:
-			closeBar(node, "node-killed", e.Time)
-			if detail != "" {
-				b.nodePoint(node, e, "restarted: "+detail)
-			}
-		case "clock":
-			closeBar(node, "node-clock", e.Time)
-			// Detail is "+20s", a strobe, "reset", or the scenario's
-			// "clock offset +20s".
-			offset := strings.TrimPrefix(strings.TrimSpace(detail), "clock offset ")
-			if offset == "" && e.Value.DurationMs != 0 {
-				offset = fmt.Sprintf("%+d ms", e.Value.DurationMs)
-			}
-			if offset != "" && !zeroOffset.MatchString(offset) {
-				openBar(node, "node-clock", e.Time, "clock "+offset)
-			}
-		case history.NemSwitchMaster:
-			// The sentinels' view: the old master is not told, and may go on
-			// serving as one until it reports its own role.
-			b.nodePoint(node, e, detail)
-			closeBar(node, "node-role", e.Time)
-			openBar(node, "node-role", e.Time, "master")
-		case history.NemRole:
-			role := detail
-			if role == "" {
-				role = e.F
-			}
-			closeBar(node, "node-role", e.Time)
-			openBar(node, "node-role", e.Time, role)
-		default:
-			b.nodePoint(node, e, detail)
-		}
+		b.nodeEvent(e, node, closeBar, openBar)
 	}
 	for _, node := range sortedKeys(state) {
 		for _, class := range sortedKeys(state[node]) {

@@ -1,6 +1,7 @@
 package results
 
 import (
+	"cmp"
 	"regexp"
 	"strings"
 	"testing"
@@ -123,11 +124,11 @@ func TestTimelineLinkFaults(t *testing.T) {
 
 func TestTimelineNodeClock(t *testing.T) {
 	h := storyHistory(hostile{key: "lock-0", target: "redis-2", errText: "busy"})
-	// The scenario's verb says "clock offset +5s"; a second jump ends the first.
+	// A jump may say "clock offset +5s"; a second jump ends the first.
 	extra := []history.Event{
-		{Time: at(15_000), Process: history.Nemesis, Type: history.Info, F: "clock", Value: &history.Value{Target: "redis-0", Detail: "clock offset +5s"}},
-		{Time: at(16_000), Process: history.Nemesis, Type: history.Info, F: "clock", Value: &history.Value{Target: "redis-0", Detail: "clock offset -2s"}},
-		{Time: at(17_000), Process: history.Nemesis, Type: history.Info, F: "clock", Value: &history.Value{Target: "redis-0", Detail: "clock offset +0s"}},
+		{Time: at(15_000), Process: history.Nemesis, Type: history.Info, F: history.NemClockJump, Value: &history.Value{Target: "redis-0", Detail: "clock offset +5s"}},
+		{Time: at(16_000), Process: history.Nemesis, Type: history.Info, F: history.NemClockJump, Value: &history.Value{Target: "redis-0", Detail: "clock offset -2s"}},
+		{Time: at(17_000), Process: history.Nemesis, Type: history.Info, F: history.NemClockJump, Value: &history.Value{Target: "redis-0", Detail: "clock offset +0s"}},
 	}
 	for _, e := range extra {
 		e.Index = int64(len(h.Events))
@@ -145,6 +146,52 @@ func TestTimelineNodeClock(t *testing.T) {
 		"redis-0 clock +5s from 15.000 s to 16.000 s",
 		"redis-0 clock -2s from 16.000 s to 17.000 s",
 	}, clocks, "a reset, or an offset of zero, puts the clock back")
+}
+
+// TestTimelineDrawsEveryVerb: every verb of history's table, aimed at a
+// node, is drawn on the node's lane as the table says: a verb that observes
+// draws nothing, a fault with a mark draws its bar, a verb that heals ends
+// the bar of the fault it heals, a link fault draws its links, and any
+// other verb is a point.
+func TestTimelineDrawsEveryVerb(t *testing.T) {
+	for _, verb := range history.Verbs() {
+		t.Run(verb, func(t *testing.T) {
+			v := history.VerbOf(verb)
+			h := storyHistory(hostile{key: "lock-0", target: "redis-2", errText: "busy"})
+			// redis-9 is a node of no other event: what its lane shows
+			// is the verb's.
+			node := func(ms int64, verb string) {
+				h.Events = append(h.Events, history.Event{Index: int64(len(h.Events)), Time: at(ms), Process: history.Nemesis, Type: history.Info, F: verb,
+					Value: &history.Value{Target: "redis-9", Detail: "+5s", Links: []string{"redis-1"}}})
+			}
+			if v.Role == history.Heals {
+				node(15_000, v.Heals)
+			}
+			node(16_000, verb)
+			tl := newTimeline(h, &checker.Result{}, spanOf(h, &checker.Result{}))
+			var drawn []string
+			for _, s := range append(tl.Bars, tl.Marks...) {
+				if strings.HasPrefix(s.Title, "redis-9 ") || strings.Contains(s.Title, " redis-9 at ") || strings.Contains(s.Title, " to redis-9") {
+					drawn = append(drawn, s.Class+": "+s.Title)
+				}
+			}
+			healed := history.VerbOf(v.Heals)
+			switch {
+			case v.ObservesOnly():
+				assert.Empty(t, drawn, "a verb that observes draws nothing")
+			case v.Link != "" || healed.Link != "":
+				link := cmp.Or(v.Link, healed.Link)
+				assert.Contains(t, strings.Join(drawn, "\n"), "link-"+link, "a link fault draws its links")
+			case v.Role == history.Heals && healed.Lane.Mark != "":
+				assert.Contains(t, strings.Join(drawn, "\n"), "node-"+healed.Lane.Mark+": redis-9", "the healed fault's bar")
+				assert.Contains(t, strings.Join(drawn, "\n"), "from 15.000 s to 16.000 s", "ends where it is healed")
+			case v.Lane.Mark != "":
+				assert.Contains(t, strings.Join(drawn, "\n"), "node-"+v.Lane.Mark+": redis-9", "its bar")
+			default:
+				assert.Contains(t, strings.Join(drawn, "\n"), "node-event: "+verb+" redis-9 at 16.000 s", "a point")
+			}
+		})
+	}
 }
 
 func TestTimelineShapesCarryTheirTimes(t *testing.T) {

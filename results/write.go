@@ -66,9 +66,10 @@ func ReproCommand(path string) string {
 // WriteLinearizability writes porcupine's own visualization of the window
 // around a linearizability failure into dir, for the report to link, and
 // removes one an earlier check left when there is no failure any more. It
-// searches the failing segment again, so it is called only for an illegal
-// result: an unknown one ran out of time already.
-func WriteLinearizability(dir string, h *history.History, resource []history.ResourceEntry, res *checker.Result, opts checker.Options) error {
+// searches the failing segment (the one the check kept) again, so it is
+// called only for an illegal result: an unknown one ran out of time
+// already.
+func WriteLinearizability(dir string, res *checker.Result, opts checker.Options) error {
 	path := filepath.Join(dir, LinearizabilityFile)
 	if res.Checks.Linearizability.Result != checker.NotLinearizable {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -77,7 +78,7 @@ func WriteLinearizability(dir string, h *history.History, resource []history.Res
 		return nil
 	}
 	err := writeFileAtomic(dir, LinearizabilityFile, func(w io.Writer) error {
-		return checker.LinearizabilityVisualization(h, resource, opts, w)
+		return res.Checks.Linearizability.Visualize(opts, w)
 	})
 	if errors.Is(err, checker.ErrNothingToVisualize) {
 		return nil // the segment is too large to draw; the report says what it can

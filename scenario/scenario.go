@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/workloads"
 )
@@ -107,7 +108,7 @@ func (d Duration) MarshalYAML() (any, error) { return d.D().String(), nil }
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // Checks a scenario can expect to fail or hold.
-var Checks = []string{"lease_safety", "double_ownership", "resource", "fencing", "linearizability", "liveness"}
+var Checks = checker.Keys()
 
 // kindName names a YAML node kind as an error shows what it got.
 func kindName(k yaml.Kind) string {

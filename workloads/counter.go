@@ -179,7 +179,7 @@ func (c *Client) cycle(key string) bool {
 		return false
 	}
 	margin := g.TTL/100 + 2*time.Millisecond // Redlock's clock drift allowance
-	deadline := start + int64(g.TTL-margin)
+	deadline, _ := history.LeaseEnds(start, start, g.TTL, margin)
 	if !g.Deadline.IsZero() {
 		// The backend computed the validity itself (Redlock); carry its
 		// deadline over to CLOCK_MONOTONIC.
@@ -296,7 +296,8 @@ func (c *Client) work(key string, g backends.Grant, deadline *int64) bool {
 		}
 		c.complete(history.OK, history.FExtend, key, &history.Value{Accepted: history.Bool(ok), TTLms: g.TTL.Milliseconds()}, nil)
 		if ok && *deadline != 0 {
-			*deadline = max(*deadline, start+int64(g.TTL-margin))
+			renewed, _ := history.LeaseEnds(start, start, g.TTL, margin)
+			*deadline = max(*deadline, renewed)
 		}
 	}
 }

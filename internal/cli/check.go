@@ -61,38 +61,37 @@ func openCheckTarget(path string) (string, error) {
 
 // dirCheck checks a run directory and writes its results files:
 // results.CheckDir, or results.CheckDirStreamed for a soak's segments.
-type dirCheck func(dir string, opts checker.Options) (*history.History, *checker.Result, error)
+type dirCheck func(dir string, opts checker.Options, before ...results.BeforeWrite) (*history.History, *checker.Result, error)
 
-// checkDir checks the history of a run directory, writes the results files
-// and prints the summary.
+// checkDir checks the history of a run directory, leaves the reproduction
+// of a false verdict beside it, writes the results files (once, linking
+// the reproduction) and prints the summary.
 func checkDir(dir string, check dirCheck, opts checker.Options, w io.Writer) (checker.Validity, error) {
-	h, res, err := check(dir, opts)
+	h, res, err := check(dir, opts, func(h *history.History, res *checker.Result) {
+		if err := writeRepro(dir, h, res); err != nil {
+			// The verdict stands on its own: a repro that could not be
+			// written says why.
+			slog.Warn("no repro.yaml for this run", "err", err)
+		}
+	})
 	if err != nil {
 		return checker.Unknown, err
-	}
-	if err := writeRepro(dir, h, res); err != nil {
-		// The verdict stands on its own: a repro that could not be
-		// written says why.
-		slog.Warn("no repro.yaml for this run", "err", err)
 	}
 	results.Summary(w, dir, h, res)
 	return res.Valid, nil
 }
 
 // writeRepro leaves the scenario that reproduces a run that ended false in
-// its directory and rewrites the report to link it (the summary prints the
-// command that reruns it). A history of a backend this lockcheck does not
+// its directory, for the report to link and the summary to print the
+// command that reruns it. A history of a backend this lockcheck does not
 // have (one another program recorded, or written by hand of such a lock)
 // gets none: no scenario can rerun it, and that is no one's fault.
 func writeRepro(dir string, h *history.History, res *checker.Result) error {
 	if _, _, err := catalog.Lookup(h.Header.Config.Backend, h.Header.Config.Variant); err != nil {
 		return nil
 	}
-	path, err := repro.Write(dir, h, res)
-	if err != nil || path == "" {
-		return err
-	}
-	return results.WriteAll(dir, h, res)
+	_, err := repro.Write(dir, h, res)
+	return err
 }
 
 // worseVerdict is the worse of two verdicts of a matrix of soaks: false

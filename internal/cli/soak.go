@@ -355,8 +355,8 @@ type segmentCheck struct {
 	res *checker.Result
 }
 
-func (c *segmentCheck) check(dir string, opts checker.Options) (*history.History, *checker.Result, error) {
+func (c *segmentCheck) check(dir string, opts checker.Options, before ...results.BeforeWrite) (*history.History, *checker.Result, error) {
 	var err error
-	c.h, c.res, err = results.CheckDirStreamed(dir, opts)
+	c.h, c.res, err = results.CheckDirStreamed(dir, opts, before...)
 	return c.h, c.res, err
 }
