@@ -540,13 +540,16 @@ func (p *proc) read(stdout io.Reader) {
 	}
 	<-p.exited
 	p.mu.Lock()
-	killed := p.killed || p.err != nil
+	killed, inFlight := p.killed || p.err != nil, p.want != 0
 	p.mu.Unlock()
 	if !killed {
 		err := &Violation{Slot: p.slot, Rule: RuleExit, Detail: "exited (" + p.cmd.ProcessState.String() + ")"}
 		p.lock.warn(err.Error())
-		p.lock.diedOnItsOwn(p, err)
 		p.fail(err)
+		if !inFlight {
+			// No operation learns of it: the next one does.
+			p.lock.diedOnItsOwn(p, err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,4 +152,57 @@ func TestSplitLines(t *testing.T) {
 	v := &Violation{Slot: "c0", Line: cut(strings.Repeat("x", 500)), Rule: RuleJSON, Detail: "bad"}
 	assert.NotContains(t, v.Error(), "\n")
 	assert.Less(t, len(v.Error()), 300)
+}
+
+// A client that breaks a rule mid-run ends the operation in flight with
+// an unknown outcome naming the rule (the loop records info), and the next
+// operation starts it again with a new init.
+func TestMidRunViolationRestarts(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	for _, c := range []struct{ mode, rule string }{{"crash", RuleExit}, {"unknowntype", RuleType}, {"missingfield", RuleField}} {
+		t.Run(c.mode, func(t *testing.T) {
+			l, err := conformance(t, []string{python, filepath.Join("testdata", "broken.py"), c.mode}, nil).Open("c0", nil, nil)
+			require.NoError(t, err)
+			defer l.Close()
+			for range 2 {
+				_, err := l.Acquire(bg, "k")
+				var v *Violation
+				require.ErrorAs(t, err, &v)
+				assert.Equal(t, c.rule, v.Rule)
+				assert.NotErrorIs(t, err, backends.ErrNotAcquired, "an unknown outcome, not a refusal")
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			assert.GreaterOrEqual(t, l.started, 2, "the client was started again")
+		})
+	}
+}
+
+// A client that dies between operations makes the next operation an
+// unknown outcome (what the library held died with it), once.
+func TestDeathBetweenOperations(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	l, err := conformance(t, []string{python, filepath.Join("testdata", "broken.py"), "good"}, nil).Open("c0", nil, nil)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Acquire(bg, "k")
+	require.NoError(t, err)
+	l.mu.Lock()
+	l.cur.signal(syscall.SIGKILL)
+	l.mu.Unlock()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.died != nil
+	}, 2*time.Second, 10*time.Millisecond)
+	_, err = l.Acquire(bg, "k2")
+	var v *Violation
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, RuleExit, v.Rule)
+	_, err = l.Acquire(bg, "k3")
+	assert.NoError(t, err, "started again")
 }
