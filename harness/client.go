@@ -58,7 +58,7 @@ func (r *run) probeClient(logDir string) error {
 	}
 	spec := r.spec
 	o := *spec.Program
-	o.Slot, o.Process = "probe", 0
+	o.Slot, o.Process = "c0", 0 // the first slot's program, before its worker starts it again
 	o.LogPath = filepath.Join(logDir, results.LogsDir, "client-probe.log")
 	spec.Program = &o
 	lock, err := catalog.OpenProgram(spec, nil)

@@ -174,11 +174,15 @@ func Register(b Backend) {
 	registry[b.Name] = b
 }
 
-// Names lists the backends, sorted.
+// Names lists the backends, sorted: the built-in ones and the locks of a
+// program's own, not the lock client programs a command line registered
+// (RegisterClient), which Lookup finds by their names.
 func Names() []string {
 	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
+	for n, b := range registry {
+		if b.Client == nil {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
