@@ -130,6 +130,12 @@ func TestClientProgramRefusals(t *testing.T) {
 	assert.Equal(t, exitUnknown, inv.code)
 	assert.Contains(t, inv.stderr, "hands out no fence")
 
+	// A grant with no lease on a topology whose locks do not live on
+	// sessions: the rule every lock is held to (workloads.LeaseError).
+	inv = lockcheck("run", "--client", "/usr/bin/python3 ../../backends/program/testdata/broken.py nottl", "--client-name", "nottl", "--nemesis", "none", "--time-limit", "5s", "--out", store)
+	assert.Equal(t, exitUnknown, inv.code)
+	assert.Contains(t, inv.stderr, "acquire_ok ttl_ms is 0s")
+
 	inv = lockcheck("client", "check", "--client", bin+" -watchdog", "--client-name", "checked", "--topology", "redis")
 	assert.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
 	assert.Contains(t, inv.stdout, "conforms")
