@@ -33,7 +33,7 @@ func (r *run) lockSpec() catalog.Spec {
 	if c := r.backend.Client; c != nil {
 		o := &program.Options{
 			Command: c.Command, Backend: cfg.Run.Backend, Topology: c.Topology, KeyPrefix: cfg.KeyPrefix,
-			InitTimeout: c.InitTimeout, Stride: cfg.Run.Clients, Nodes: []program.NodeAddr{},
+			InitTimeout: c.InitTimeout, Stride: cfg.Run.Clients, Nodes: []program.NodeAddr{}, Settings: c.Settings,
 		}
 		if len(cfg.Addrs) == 0 {
 			for _, e := range r.top.endpoints() {

@@ -124,6 +124,10 @@ type Backend struct {
 	// Client, if set, says the backend is a lock client program
 	// (RegisterClient) on the servers of a built-in backend.
 	Client *ClientProgram
+	// ClientSettings are what a lock client program on this backend's
+	// servers must know beside their addresses (the Sentinel master's
+	// name): init's settings, with the run's params.
+	ClientSettings map[string]string
 }
 
 // GrantedLease is the lease b really grants for ttl under params: what a
