@@ -23,7 +23,11 @@ import (
 const python = "/usr/bin/python3"
 
 func conformance(t *testing.T, command []string, addrs []string) Conformance {
-	dir := t.TempDir()
+	return conformanceIn(t.TempDir(), command, addrs)
+}
+
+// conformanceIn is conformance with the programs' stderr logs in dir.
+func conformanceIn(dir string, command []string, addrs []string) Conformance {
 	prefix := fmt.Sprintf("test-%d:", time.Now().UnixNano())
 	return Conformance{
 		Keys: [4]string{prefix + "a", prefix + "b", prefix + "c", prefix + "d"},
@@ -59,12 +63,14 @@ func TestCheckFailsBrokenClients(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	got := make([][]Failure, len(cases))
+	logs := make([]string, len(cases))
 	for i, c := range cases {
 		command := []string{python, script, c.mode}
 		if c.mode == "nostart" {
 			command = []string{filepath.Join(t.TempDir(), "no-such-client")}
 		}
-		check := conformance(t, command, nil)
+		logs[i] = t.TempDir()
+		check := conformanceIn(logs[i], command, nil)
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i] = check.Check() }()
 	}
@@ -77,6 +83,12 @@ func TestCheckFailsBrokenClients(t *testing.T) {
 				assert.NotContains(t, f.String(), "\n", "one line per failure")
 			}
 			assert.Contains(t, rules, c.rule, "failures: %v", got[i])
+			files, _ := filepath.Glob(filepath.Join(logs[i], "*.log"))
+			for _, f := range files {
+				st, err := os.Stat(f)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, st.Size(), int64(2*StderrKeep+4096), "a stderr log keeps the first and last MiB only")
+			}
 		})
 	}
 }
