@@ -578,6 +578,9 @@ func (p *proc) handle(m message, line string) bool {
 			p.want = 0
 		}
 		p.mu.Unlock()
+		if !ok && p.isDead() {
+			return false // a reply after the timeout, to a program already killed for it
+		}
 		if !ok {
 			p.violate(&Violation{Slot: p.slot, Line: cut(line), Rule: RuleReply, Detail: fmt.Sprintf("%s in reply to %d, which is no request outstanding", m.Type, *m.InReplyTo)})
 			return false
