@@ -422,7 +422,8 @@ func (p *proc) isDead() bool {
 }
 
 // exchange writes msg and waits for the reply to the outstanding request,
-// timeout long, not counting the time the program waits at a failpoint
+// timeout long (a program that does not answer in time is killed), not
+// counting the time the program waits at a failpoint
 // (an operation of a built-in lock stopped at one does not run out
 // either).
 func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
@@ -450,6 +451,9 @@ func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
 			}
 		case <-timer.C:
 			if p.parkedNow() == 0 {
+				// Killed before the request stops being outstanding, so a
+				// reply racing the timeout is no violation of its own.
+				p.kill()
 				return message{}, &timeoutError{}
 			}
 		}
