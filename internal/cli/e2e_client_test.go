@@ -149,3 +149,19 @@ func readResults(t *testing.T, dir string) *results.Results {
 	require.NoError(t, json.Unmarshal(raw, &res))
 	return &res
 }
+
+// The README's shortest Python client conforms to the protocol as written.
+func TestReadmeClientConforms(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		t.Skip("Debian's python3-redis is not installed (scripts/setup)")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := string(readme)[strings.Index(string(readme), "## Test a lock in any language"):]
+	start := strings.Index(section, "```python\n") + len("```python\n")
+	end := start + strings.Index(section[start:], "```")
+	script := filepath.Join(t.TempDir(), "my_lock.py")
+	require.NoError(t, os.WriteFile(script, []byte(section[start:end]), 0o644))
+	inv := lockcheck("client", "check", "--client", "/usr/bin/python3 "+script, "--client-name", "readme", "--topology", "redis")
+	assert.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+}
