@@ -155,7 +155,9 @@ func rmwModel(init regState) porcupine.Model {
 // keyOperations turns a key's writes and read-only reads (those the scan
 // holds: the stretch being settled) into porcupine operations sorted by
 // call. Lanes (ClientId) are dense per key, as the visualization wants
-// them.
+// them, and given in the order of the operations' calls, so that a key
+// checked in stretches (a streamed check) gets the lanes it gets checked
+// whole.
 func keyOperations(k *keyFacts, outcomes *outcomes) []porcupine.Operation {
 	ops := make([]porcupine.Operation, 0, len(k.writes)+len(k.reads))
 	if k.lanes == nil {
@@ -169,6 +171,7 @@ func keyOperations(k *keyFacts, outcomes *outcomes) []porcupine.Operation {
 		}
 		return l
 	}
+	process := func(op porcupine.Operation) history.Process { return op.Input.(rmwInput).process }
 	for i := range k.writes {
 		w := &k.writes[i]
 		r := outcomes.of(w)
@@ -194,20 +197,22 @@ func keyOperations(k *keyFacts, outcomes *outcomes) []porcupine.Operation {
 			in.value = *w.value
 		}
 		ops = append(ops, porcupine.Operation{
-			ClientId: lane(w.process), Input: in, Output: out, Call: call, Return: max(r.at, call),
+			Input: in, Output: out, Call: call, Return: max(r.at, call),
 		})
 	}
 	for _, rd := range k.reads {
 		ops = append(ops, porcupine.Operation{
-			ClientId: lane(rd.process),
-			Input:    rmwInput{kind: opRead, process: rd.process},
-			Output:   rmwOutput{read: rd.value, known: true},
-			Call:     rd.call, Return: rd.ret,
+			Input:  rmwInput{kind: opRead, process: rd.process},
+			Output: rmwOutput{read: rd.value, known: true},
+			Call:   rd.call, Return: rd.ret,
 		})
 	}
 	slices.SortFunc(ops, func(a, b porcupine.Operation) int {
-		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.Return, b.Return))
+		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.Return, b.Return), cmp.Compare(process(a), process(b)))
 	})
+	for i := range ops {
+		ops[i].ClientId = lane(process(ops[i]))
+	}
 	return ops
 }
 

@@ -111,6 +111,7 @@ var verbs = map[string]Verb{
 	NemFailpoint:    {Role: Observes},
 	NemRole:         {Role: Observes, Lane: Lane{Mark: "role", FromDetail: true}},
 	NemLanding:      {Role: Observes},
+	NemLockLost:     {Role: Observes},
 }
 
 // VerbOf looks a verb up; a verb not in the table is a point fault.

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/program"
 )
 
 // Spec says which lock a client uses and where the service is.
@@ -35,6 +36,10 @@ type Spec struct {
 	Source string `json:"source,omitempty"`
 	// Extra carries backend-specific settings (a Sentinel master name, ...).
 	Extra map[string]string `json:"extra,omitempty"`
+	// Program, if set, is the lock client program the client is (a
+	// backend registered with RegisterClient): what it is started with
+	// and told in init.
+	Program *program.Options `json:"program,omitempty"`
 }
 
 // Client is what every backend's client is told of the spec, whatever the
@@ -116,6 +121,13 @@ type Backend struct {
 	// asks for ttl, under the run's params, for a backend that rounds or
 	// clamps it; see GrantedLease.
 	Lease func(ttl time.Duration, params map[string]string) time.Duration
+	// Client, if set, says the backend is a lock client program
+	// (RegisterClient) on the servers of a built-in backend.
+	Client *ClientProgram
+	// ClientSettings are what a lock client program on this backend's
+	// servers must know beside their addresses (the Sentinel master's
+	// name): init's settings, with the run's params.
+	ClientSettings map[string]string
 }
 
 // GrantedLease is the lease b really grants for ttl under params: what a
@@ -166,11 +178,15 @@ func Register(b Backend) {
 	registry[b.Name] = b
 }
 
-// Names lists the backends, sorted.
+// Names lists the backends, sorted: the built-in ones and the locks of a
+// program's own, not the lock client programs a command line registered
+// (RegisterClient), which Lookup finds by their names.
 func Names() []string {
 	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
+	for n, b := range registry {
+		if b.Client == nil {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -195,6 +211,10 @@ func Lookup(name, variant string) (Backend, string, error) {
 
 // Open builds a lock client from a spec.
 func Open(s Spec, fp backends.Failpoint) (backends.Lock, error) {
+	if s.Program != nil {
+		// A worker process knows the program from the spec alone.
+		return OpenProgram(s, fp)
+	}
 	b, _, err := Lookup(s.Backend, s.Variant)
 	if err != nil {
 		return nil, err
