@@ -379,3 +379,27 @@ func Addrs(eps []Endpoint) []string {
 	}
 	return out
 }
+
+// Reporter is a Lock whose library acts on its own between the operations
+// it is asked for, and says so: a watchdog that renewed a lease, a session
+// listener that noticed the lock is gone (a lock client program's renewed
+// and lost messages). The client loop records each report in the history.
+type Reporter interface {
+	Lock
+	// Reports sets the function each report is handed to; it is called
+	// from the lock's own goroutine, never while an operation of the lock
+	// waits for it.
+	Reports(func(Report))
+}
+
+// Report is one thing a lock's library did on its own.
+type Report struct {
+	// Lost says the library noticed the lock on Key is no longer Token's
+	// (Why says how); otherwise it renewed Token's lease on Key for TTL.
+	Lost       bool
+	Key, Token string
+	TTL        time.Duration
+	Why        string
+	// At is when the lock said so.
+	At time.Time
+}

@@ -60,6 +60,7 @@ type fleet struct {
 func (f *fleet) spawn(slot int, process history.Process) error {
 	wc := f.base
 	wc.Process = int(process)
+	wc.Lock = f.clientSpec(wc.Lock, slot, process)
 	f.mu.Lock()
 	wc.Held = f.holding
 	f.mu.Unlock()
@@ -93,6 +94,7 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 		return fmt.Errorf("starting worker %d: %w", slot, err)
 	}
 	w.slot, w.process, w.holding, w.keepParked = slot, process, map[string]bool{}, wc.Held
+	w.ready, w.gone = make(chan struct{}), make(chan struct{})
 	f.mu.Lock()
 	for len(f.slots) <= slot {
 		f.slots = append(f.slots, nil)

@@ -3,17 +3,18 @@ package harness
 import (
 	"errors"
 	"os/exec"
-	"runtime"
-	"sync"
+		"sync"
 	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/internal/procstate"
+	"github.com/lockcheck/lockcheck/internal/spawn"
 )
 
 // procs owns every child process of a run. Each child runs in its own
 // process group and gets SIGKILL from the kernel when lockcheck dies
-// (parent-death signal), so none outlives the run even after a crash.
+// (parent-death signal, package spawn), so none outlives the run even
+// after a crash.
 type procs struct {
 	mu       sync.Mutex
 	children map[int]*exec.Cmd
@@ -24,32 +25,10 @@ func newProcs() *procs {
 	return &procs{children: map[int]*exec.Cmd{}, exited: map[int]chan struct{}{}}
 }
 
-// The parent-death signal fires when the thread that forked the child
-// exits, not the process. Go may retire idle threads, so every child is
-// forked from one goroutine locked to a thread that never exits.
-var spawnRequests = make(chan spawnRequest)
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func init() {
-	go func() {
-		runtime.LockOSThread()
-		for req := range spawnRequests {
-			req.done <- req.cmd.Start()
-		}
-	}()
-}
-
 // start starts cmd as a child of the run. The caller must call wait (or rely
 // on killAll) to reap it.
 func (p *procs) start(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	done := make(chan error, 1)
-	spawnRequests <- spawnRequest{cmd, done}
-	if err := <-done; err != nil {
+	if err := spawn.Start(cmd, true); err != nil {
 		return err
 	}
 	p.mu.Lock()

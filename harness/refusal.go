@@ -30,7 +30,13 @@ func (f *fleet) checkLease(e *history.Event) {
 	if e.Value != nil {
 		ttl, session = time.Duration(e.Value.TTLms)*time.Millisecond, e.Value.Session != ""
 	}
-	if err := workloads.LeaseError(e.Key, ttl, f.untilRelease || session, "Grant.TTL", "lockcheck.Backend.LeasesUntilRelease"); err != nil {
+	field, declaration := "Grant.TTL", "lockcheck.Backend.LeasesUntilRelease"
+	if f.base.Lock.Program != nil {
+		// A lock client program says its lease in acquire_ok; whether a
+		// grant lasts until release is its topology's (a session lock).
+		field, declaration = "acquire_ok ttl_ms", "a topology whose locks live on sessions (postgres, mariadb)"
+	}
+	if err := workloads.LeaseError(e.Key, ttl, f.untilRelease || session, field, declaration); err != nil {
 		f.refuse(err)
 	}
 }

@@ -107,6 +107,10 @@ func (r *run) start(ctx context.Context) error {
 	if err := r.startService(ctx, filepath.Join(logDir, "nodes")); err != nil {
 		return err
 	}
+	r.spec = r.lockSpec()
+	if err := r.probeClient(logDir); err != nil {
+		return err
+	}
 	if err := r.startRecording(); err != nil {
 		return err
 	}
@@ -253,13 +257,6 @@ type serviceWatcher interface {
 // run's links (env).
 func (r *run) startClients(service any, logDir string) error {
 	cfg := r.cfg
-	r.spec = catalog.Spec{
-		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
-		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
-	}
-	if len(cfg.Addrs) == 0 {
-		r.spec.Addrs = r.backend.Addrs(r.top.endpoints())
-	}
 	r.fleet = &fleet{
 		cfg: cfg, procs: r.procs, rec: r.rec, nodes: r.top.servers, service: service, log: r.log, logDir: logDir, links: r.top.links,
 		base: workerproc.Config{
@@ -286,6 +283,12 @@ func (r *run) startClients(service any, logDir string) error {
 	}
 	for i := range cfg.Run.Clients {
 		if err := r.fleet.spawn(i, history.Process(i)); err != nil {
+			r.fleet.stop(time.Second)
+			return err
+		}
+	}
+	if r.backend.Client != nil {
+		if err := r.fleet.awaitClients(initWait(r.backend)); err != nil {
 			r.fleet.stop(time.Second)
 			return err
 		}

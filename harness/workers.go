@@ -69,6 +69,17 @@ type worker struct {
 	exited     bool
 	// grantInvoke and grantOK time the latest grant on the history's clock.
 	grantInvoke, grantOK int64
+	// ready is closed once the worker opened its lock client, gone once
+	// it exited; failed says why it could not open it.
+	ready, gone chan struct{}
+	failed      string
+}
+
+// failure is why the worker could not open its lock client, if it said.
+func (w *worker) failure() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
 }
 
 // Grant implements nemesis.GrantTimes: when the latest grant was asked for
@@ -192,6 +203,14 @@ func (w *worker) letGo() {
 func (w *worker) observe(m workerproc.Message) *history.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	switch {
+	case m.Ready:
+		close(w.ready)
+		return nil
+	case m.Failed != "":
+		w.failed = m.Failed
+		return nil
+	}
 	if m.Failpoint != "" {
 		switch {
 		case w.waiter != nil && w.waiter.failpoint == m.Failpoint:
@@ -207,6 +226,9 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 	e := m.Event
 	if e == nil {
 		return nil
+	}
+	if e.Process == history.Nemesis {
+		return e // an observation of the client's library (lock-lost): no operation of it
 	}
 	w.process = e.Process
 	switch {
@@ -261,6 +283,7 @@ func (w *worker) died(reason string) *history.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.exited = true
+	close(w.gone)
 	clear(w.holding)
 	w.missWaiter()
 	if w.pending == nil {

@@ -255,11 +255,25 @@ type RunConfig struct {
 	Think          string            `json:"think,omitempty"`
 	CommandLine    []string          `json:"command_line,omitempty"`
 	Versions       map[string]string `json:"versions,omitempty"`
+	// Client, if set, is the lock client program the run tested
+	// (lockcheck run --client, docs/clients.md).
+	Client *ClientInfo `json:"client,omitempty"`
 	// Scenario describes the incident a scripted run reproduces.
 	Scenario *ScenarioInfo `json:"scenario,omitempty"`
 	// Params are backend- and fault-specific settings (Sentinel timings,
 	// clock skew, ...), as the flags set them.
 	Params map[string]string `json:"params,omitempty"`
+}
+
+// ClientInfo describes a lock client program: its command, the name it
+// was tested under, the library and version it said it is (init_ok), and
+// the built-in backend whose servers it talked to.
+type ClientInfo struct {
+	Command  []string `json:"command"`
+	Name     string   `json:"name"`
+	Library  string   `json:"library"`
+	Version  string   `json:"version"`
+	Topology string   `json:"topology"`
 }
 
 // ScenarioInfo names a scenario and says, in the terms of the account it
@@ -318,6 +332,11 @@ const (
 	// NemLanding ends every nemesis step: Fault is the step's fault,
 	// Landed whether it met its precondition, Detail why or why not.
 	NemLanding = "landing"
+	// NemLockLost records that the library of a lock client program said
+	// it lost the lock on Key (a lost message, docs/clients.md): Target is
+	// the client's process, Token its grant, Detail why. Its time against
+	// the next grant of Key says how late the library told the application.
+	NemLockLost = "lock-lost"
 )
 
 // MissedPrefix starts the Detail of a nemesis event that says the fault

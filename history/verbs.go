@@ -78,6 +78,7 @@ var verbs = map[string]Verb{
 	NemFailpoint:    {Role: Observes},
 	NemRole:         {Role: Observes},
 	NemLanding:      {Role: Observes},
+	NemLockLost:     {Role: Observes},
 }
 
 // VerbOf looks a verb up; a verb not in the table is a point fault.

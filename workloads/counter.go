@@ -125,6 +125,7 @@ type Client struct {
 	rng      *rand.Rand
 	process  history.Process
 	writeSeq int
+	reports  reports
 }
 
 // NewClient returns a client. fp is hit at FailpointBeforeWrite.
@@ -135,11 +136,15 @@ func NewClient(cfg Config, lock backends.Lock, res resource.Resource, emit Emit,
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = time.Second
 	}
-	return &Client{
+	c := &Client{
 		cfg: cfg, lock: lock, res: res, emit: emit, fp: fp,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Process))),
 		process: history.Process(cfg.Process),
 	}
+	if r, ok := lock.(backends.Reporter); ok {
+		r.Reports(c.report)
+	}
+	return c
 }
 
 // Run loops until ctx is done, finishing the cycle in progress so that a
@@ -317,7 +322,7 @@ func leaseLost(g backends.Grant) bool {
 
 func (c *Client) invoke(f, key string, v *history.Value) int64 {
 	t := history.Now()
-	c.emit(history.Event{Time: t, Process: c.process, Type: history.Invoke, F: f, Key: key, Value: v})
+	c.emitEvent(history.Event{Time: t, Process: c.process, Type: history.Invoke, F: f, Key: key, Value: v})
 	return t
 }
 
@@ -326,7 +331,7 @@ func (c *Client) complete(t history.Type, f, key string, v *history.Value, err e
 	if err != nil {
 		e.Error = err.Error()
 	}
-	c.emit(e)
+	c.emitEvent(e)
 }
 
 // retire ends the process with an unknown outcome: its last operation may

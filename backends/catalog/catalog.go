@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/program"
 )
 
 // Spec says which lock a client uses and where the service is.
@@ -35,6 +36,10 @@ type Spec struct {
 	Source string `json:"source,omitempty"`
 	// Extra carries backend-specific settings (a Sentinel master name, ...).
 	Extra map[string]string `json:"extra,omitempty"`
+	// Program, if set, is the lock client program the client is (a
+	// backend registered with RegisterClient): what it is started with
+	// and told in init.
+	Program *program.Options `json:"program,omitempty"`
 }
 
 // Client is what every backend's client is told of the spec, whatever the
@@ -116,6 +121,9 @@ type Backend struct {
 	// asks for ttl, under the run's params, for a backend that rounds or
 	// clamps it; see GrantedLease.
 	Lease func(ttl time.Duration, params map[string]string) time.Duration
+	// Client, if set, says the backend is a lock client program
+	// (RegisterClient) on the servers of a built-in backend.
+	Client *ClientProgram
 }
 
 // GrantedLease is the lease b really grants for ttl under params: what a
@@ -195,6 +203,10 @@ func Lookup(name, variant string) (Backend, string, error) {
 
 // Open builds a lock client from a spec.
 func Open(s Spec, fp backends.Failpoint) (backends.Lock, error) {
+	if s.Program != nil {
+		// A worker process knows the program from the spec alone.
+		return OpenProgram(s, fp)
+	}
 	b, _, err := Lookup(s.Backend, s.Variant)
 	if err != nil {
 		return nil, err

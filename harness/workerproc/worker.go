@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,10 @@ type Message struct {
 	Event     *history.Event  `json:"e,omitempty"`
 	Failpoint string          `json:"fp,omitempty"`
 	Process   history.Process `json:"p"`
+	// Ready says the worker opened its lock client (a lock client
+	// program answered init); Failed that it could not, and why.
+	Ready  bool   `json:"ready,omitempty"`
+	Failed string `json:"failed,omitempty"`
 }
 
 // Commands the harness writes to a worker, one per line.
@@ -87,11 +92,16 @@ func Run(cfg Config, in io.Reader, out io.Writer) error {
 	var client *workloads.Client
 	fps.announce = func(name string) { msgs.write(Message{Failpoint: name, Process: client.Process()}) }
 
+	if cfg.Lock.Program != nil {
+		cfg.Lock.Program.Warn = func(line string) { fmt.Fprintln(os.Stderr, "lockcheck worker:", line) }
+	}
 	lock, err := catalog.Open(cfg.Lock, fps.hit)
 	if err != nil {
+		msgs.write(Message{Failed: err.Error(), Process: history.Process(cfg.Process)})
 		return err
 	}
 	defer lock.Close()
+	msgs.write(Message{Ready: true, Process: history.Process(cfg.Process)})
 	var res resource.Resource = resource.NewClient(cfg.ResourceAddr, cfg.OpTimeout)
 	if cfg.Resource == pgresource.Name {
 		db := pgresource.Open(cfg.ResourceAddr, cfg.OpTimeout, cfg.Fenced)

@@ -46,6 +46,8 @@ type runFlags struct {
 	// apply the other flags into its configuration.
 	backendFlags []func(*catalog.Settings) error
 	apply        []func(*harness.Config) error
+	// client is the lock client program to test instead of a backend.
+	client clientFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -68,6 +70,7 @@ could not be done.`,
 		Example: `  lockcheck run
   lockcheck run --backend redis --workload unfenced --nemesis pause-holder --ttl 500ms --time-limit 20s --seed 1
   lockcheck run --variant setnx-expire --nemesis kill-client
+  lockcheck run --client 'python3 my_lock.py' --topology redis --nemesis pause-holder
   lockcheck images build && lockcheck run --runtime docker --backend sentinel --nemesis partition --pause 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTest(cmd, f) },
@@ -85,6 +88,17 @@ func addTestFlags(fl *pflag.FlagSet, f *runFlags) {
 	fl.StringVar(&f.variant, "variant", "", "backend variant; for redis: correct (SET NX PX, Lua release), setnx-expire (SETNX then EXPIRE), del-release (release by plain DEL); empty picks the backend's correct one")
 	fl.StringVar(&f.workload, "workload", "unfenced", "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
 	fl.StringVar(&f.nemesis, "nemesis", "pause-holder", "faults to inject, comma-separated, or none")
+	addClientFlags(fl, &f.client)
+}
+
+// useClient makes the --client program, if given, the backend the run
+// tests.
+func (f *runFlags) useClient() error {
+	name, err := f.client.register(f.changed)
+	if name != "" {
+		f.backend = name
+	}
+	return err
 }
 
 // addRunFlags declares the flags run and compare share: everything but what
@@ -176,6 +190,9 @@ func faultHelp() string {
 }
 
 func runTest(cmd *cobra.Command, f runFlags) error {
+	if err := f.useClient(); err != nil {
+		return err
+	}
 	faults, err := nemesis.Parse(f.nemesis)
 	if err != nil {
 		return err

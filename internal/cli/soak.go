@@ -80,7 +80,12 @@ unknown or the soak could not be done (of a matrix: the worst soak's).`,
   lockcheck soak --duration 20s --segment 5s --workload fenced --seed 1
   lockcheck soak --duration 8h --segment 10m --backends redis,etcd --workloads fenced,unfenced --shard 2/4`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return soak(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.useClient(); err != nil {
+				return err
+			}
+			return soak(cmd, f)
+		},
 	}
 	fl := cmd.Flags()
 	addTestFlags(fl, &f.runFlags)

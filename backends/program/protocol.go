@@ -1,0 +1,228 @@
+package program
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Version is the version of the client protocol (docs/clients.md) this
+// package speaks: init carries it.
+const Version = 1
+
+// Message types of the protocol.
+const (
+	TypeInit         = "init"
+	TypeAcquire      = "acquire"
+	TypeRelease      = "release"
+	TypeExtend       = "extend"
+	TypeInspect      = "inspect"
+	TypeError        = "error"
+	TypeFailpoint    = "failpoint"
+	TypeFailpointOK  = "failpoint_ok"
+	TypeRenewed      = "renewed"
+	TypeLost         = "lost"
+	replySuffix      = "_ok"
+	maxLine          = 1 << 20 // a longer stdout line breaks RuleJSON
+	lineInViolations = 120     // how much of a bad line a violation quotes
+)
+
+// Error codes of the protocol (Maelstrom's where one exists). Every code
+// not listed as definite is indefinite.
+const (
+	CodeTimeout        = 0
+	CodeNotSupported   = 10
+	CodeUnavailable    = 11
+	CodeMalformed      = 12
+	CodeCrash          = 13
+	CodeAbort          = 14
+	CodeLockHeld       = 40
+	definiteCodesNames = "10, 11, 12, 14, 40"
+)
+
+// Definite says whether an error code means the operation certainly did
+// not take effect.
+func Definite(code int) bool {
+	switch code {
+	case CodeNotSupported, CodeUnavailable, CodeMalformed, CodeAbort, CodeLockHeld:
+		return true
+	}
+	return false
+}
+
+// The rules a client can break, as a violation names them (docs/clients.md
+// lists them with what lockcheck does on each).
+const (
+	RuleStart  = "the command starts"
+	RuleInit   = "init is answered by init_ok within the init timeout"
+	RuleJSON   = "every stdout line is one JSON object (at most 1 MiB)"
+	RuleType   = "type is a message of the protocol"
+	RuleReply  = "a reply answers the one request outstanding (in_reply_to = its msg_id)"
+	RuleField  = "a message carries its required fields with their types"
+	RuleExit   = "the client runs until its stdin closes"
+	RuleEOF    = "the client exits 0 within 1 s of its stdin closing"
+	RuleStderr = "stderr stays a log (lockcheck keeps its first and last MiB)"
+	RuleTime   = "a request is answered within timeout_ms"
+)
+
+// Violation is a client breaking a rule of the protocol: one line naming
+// the slot, the line (cut) and the rule.
+type Violation struct {
+	Slot string
+	Line string // the offending line, cut; empty when no line is at fault
+	Rule string
+	// Detail says what exactly was wrong.
+	Detail string
+}
+
+func (v *Violation) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "client %s: %s", v.Slot, v.Detail)
+	if v.Line != "" {
+		fmt.Fprintf(&b, " in line %q", v.Line)
+	}
+	fmt.Fprintf(&b, " (rule: %s; docs/clients.md)", v.Rule)
+	return b.String()
+}
+
+// cut shortens a line for a violation.
+func cut(line string) string {
+	if len(line) <= lineInViolations {
+		return line
+	}
+	return line[:lineInViolations] + "…"
+}
+
+// NodeAddr is one node lockcheck started, as init names it.
+type NodeAddr struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+}
+
+// initMsg is lockcheck's first message.
+type initMsg struct {
+	Type       string            `json:"type"`
+	MsgID      int64             `json:"msg_id"`
+	Protocol   int               `json:"protocol"`
+	Client     string            `json:"client"`
+	Process    int               `json:"process"`
+	Backend    string            `json:"backend"`
+	Topology   string            `json:"topology"`
+	Addrs      []string          `json:"addrs"`
+	Nodes      []NodeAddr        `json:"nodes"`
+	KeyPrefix  string            `json:"key_prefix"`
+	TTLms      int64             `json:"ttl_ms"`
+	TimeoutMs  int64             `json:"timeout_ms"`
+	Failpoints []string          `json:"failpoints"`
+	Settings   map[string]string `json:"settings"`
+}
+
+// request is every other message lockcheck sends.
+type request struct {
+	Type      string `json:"type"`
+	MsgID     int64  `json:"msg_id,omitempty"`
+	InReplyTo int64  `json:"in_reply_to,omitempty"`
+	Key       string `json:"key,omitempty"`
+	Token     string `json:"token,omitempty"`
+}
+
+// Supports is what init_ok says the client does beyond acquire and release.
+type Supports struct {
+	Extend  bool `json:"extend"`
+	Inspect bool `json:"inspect"`
+	Fence   bool `json:"fence"`
+}
+
+// Declaration is what a client says of itself in init_ok.
+type Declaration struct {
+	Library    string   `json:"library"`
+	Version    string   `json:"version"`
+	Supports   Supports `json:"supports"`
+	Failpoints []string `json:"failpoints,omitempty"`
+}
+
+// message is any line a client writes; which fields must be set depends on
+// its type (check).
+type message struct {
+	Type      string          `json:"type"`
+	MsgID     *int64          `json:"msg_id"`
+	InReplyTo *int64          `json:"in_reply_to"`
+	Library   *string         `json:"library"`
+	Version   *string         `json:"version"`
+	Supports  *Supports       `json:"supports"`
+	FPs       []string        `json:"failpoints"`
+	Token     *string         `json:"token"`
+	TTLms     *int64          `json:"ttl_ms"`
+	Fence     *int64          `json:"fence"`
+	Deleted   *bool           `json:"deleted"`
+	Extended  *bool           `json:"extended"`
+	State     *string         `json:"state"`
+	Code      *int            `json:"code"`
+	Text      string          `json:"text"`
+	Key       *string         `json:"key"`
+	Name      *string         `json:"name"`
+	Why       string          `json:"why"`
+}
+
+// required lists, per type a client sends, the fields it must carry.
+var required = map[string][]string{
+	TypeInit + replySuffix:    {"in_reply_to", "library", "version"},
+	TypeAcquire + replySuffix: {"in_reply_to", "token"},
+	TypeRelease + replySuffix: {"in_reply_to", "deleted"},
+	TypeExtend + replySuffix:  {"in_reply_to", "extended"},
+	TypeInspect + replySuffix: {"in_reply_to", "state"},
+	TypeError:                 {"in_reply_to", "code"},
+	TypeFailpoint:             {"msg_id", "name"},
+	TypeRenewed:               {"key", "token"},
+	TypeLost:                  {"key", "token"},
+}
+
+// parse reads one line of a client and checks it against RuleJSON, RuleType
+// and RuleField.
+func parse(slot, line string) (message, error) {
+	var m message
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleJSON, Detail: "not a JSON object of the protocol: " + err.Error()}
+	}
+	fields, ok := required[m.Type]
+	if !ok {
+		return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleType, Detail: fmt.Sprintf("unknown message type %q", m.Type)}
+	}
+	for _, f := range fields {
+		if !m.has(f) {
+			return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleField, Detail: fmt.Sprintf("%s without %s", m.Type, f)}
+		}
+	}
+	return m, nil
+}
+
+func (m message) has(field string) bool {
+	switch field {
+	case "in_reply_to":
+		return m.InReplyTo != nil
+	case "msg_id":
+		return m.MsgID != nil
+	case "library":
+		return m.Library != nil
+	case "version":
+		return m.Version != nil
+	case "token":
+		return m.Token != nil && *m.Token != ""
+	case "deleted":
+		return m.Deleted != nil
+	case "extended":
+		return m.Extended != nil
+	case "state":
+		return m.State != nil
+	case "code":
+		return m.Code != nil
+	case "key":
+		return m.Key != nil
+	case "name":
+		return m.Name != nil
+	}
+	return false
+}
+
+// isReply says whether the message answers a request.
+func (m message) isReply() bool { return m.Type == TypeError || strings.HasSuffix(m.Type, replySuffix) }

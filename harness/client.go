@@ -1,0 +1,174 @@
+package harness
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/program"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
+	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
+)
+
+// lockSpec is how a client opens the run's lock: for a lock client
+// program, also what the program is told in init (each worker adds its
+// slot, process and log).
+func (r *run) lockSpec() catalog.Spec {
+	cfg := r.cfg
+	spec := catalog.Spec{
+		Backend: cfg.Run.Backend, Variant: cfg.Run.Variant, TTL: cfg.TTL, Addrs: cfg.Addrs,
+		Fence: cfg.Run.FenceSource == "lock", Timeout: cfg.OpTimeout, Extra: cfg.Run.Params,
+	}
+	if len(cfg.Addrs) == 0 {
+		spec.Addrs = r.backend.Addrs(r.top.endpoints())
+	}
+	if c := r.backend.Client; c != nil {
+		o := &program.Options{
+			Command: c.Command, Backend: cfg.Run.Backend, Topology: c.Topology, KeyPrefix: cfg.KeyPrefix,
+			InitTimeout: c.InitTimeout, Stride: cfg.Run.Clients, Nodes: []program.NodeAddr{},
+		}
+		if len(cfg.Addrs) == 0 {
+			for _, e := range r.top.endpoints() {
+				o.Nodes = append(o.Nodes, program.NodeAddr{Name: e.Name, Addr: e.Addr()})
+			}
+		}
+		spec.Program = o
+	}
+	return spec
+}
+
+// probeClient starts the run's lock client program once, once the service
+// serves and before anything is recorded, to learn what it says of itself:
+// a command that does not start or does not answer init in time refuses
+// the run here. Its declaration decides the fenced-run rule (Preflight's,
+// again) and the failpoints a scenario may wait for, and goes into the
+// history header (RunConfig.Client) and the versions the report shows.
+func (r *run) probeClient(logDir string) error {
+	c := r.backend.Client
+	if c == nil {
+		return nil
+	}
+	spec := r.spec
+	o := *spec.Program
+	o.Slot, o.Process = "probe", 0
+	o.LogPath = filepath.Join(logDir, results.LogsDir, "client-probe.log")
+	spec.Program = &o
+	lock, err := catalog.OpenProgram(spec, nil)
+	if err != nil {
+		return fmt.Errorf("%w (its stderr is in %s)", err, o.LogPath)
+	}
+	d := lock.Declaration()
+	if err := lock.Close(); err != nil {
+		r.log.Warn("lock client probe", "err", err)
+	}
+	catalog.DeclareClient(r.cfg.Run.Backend, d)
+	if err := checkFenceSource(r.cfg, r.backend); err != nil {
+		return err
+	}
+	if err := checkReaches(r.cfg, d); err != nil {
+		return err
+	}
+	r.cfg.Run.Client = &history.ClientInfo{
+		Command: c.Command, Name: r.cfg.Run.Backend, Library: d.Library, Version: d.Version, Topology: c.Topology,
+	}
+	if r.cfg.Run.Versions == nil {
+		r.cfg.Run.Versions = map[string]string{}
+	}
+	r.cfg.Run.Versions[d.Library] = d.Version
+	spec.Program.Failpoints = aimedFailpoints(r.cfg, d)
+	r.spec.Program.Failpoints = spec.Program.Failpoints
+	return nil
+}
+
+// checkReaches refuses a scenario that waits for a client failpoint the
+// program did not declare: the step would never run.
+func checkReaches(cfg Config, d program.Declaration) error {
+	for i, a := range cfg.Script {
+		if a.When == nil || slices.Contains(clientMoments, a.When.Reaches) || slices.Contains(d.Failpoints, a.When.Reaches) {
+			continue
+		}
+		return fmt.Errorf("step %d waits for %s to reach %q, which client %s does not declare (its init_ok failpoints: %s)",
+			i+1, a.When.Client, a.When.Reaches, cfg.Run.Backend, orNoneList(d.Failpoints))
+	}
+	return nil
+}
+
+// clientMoments are the moments of the client loop itself.
+var clientMoments = []string{nemesis.MomentAcquired, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}
+
+// aimedFailpoints are the declared failpoints some step of the run may
+// wait for: a scenario's, or, in a run with faults, every declared one.
+func aimedFailpoints(cfg Config, d program.Declaration) []string {
+	if cfg.Script == nil {
+		if len(cfg.Run.Nemesis) == 0 {
+			return []string{}
+		}
+		return slices.Clone(d.Failpoints)
+	}
+	out := []string{}
+	for _, a := range cfg.Script {
+		if a.When != nil && slices.Contains(d.Failpoints, a.When.Reaches) && !slices.Contains(out, a.When.Reaches) {
+			out = append(out, a.When.Reaches)
+		}
+	}
+	return out
+}
+
+func orNoneList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// clientSpec is the lock spec of slot's worker, process: a lock client
+// program is told its slot and process, and logs to its own file.
+func (f *fleet) clientSpec(spec catalog.Spec, slot int, process history.Process) catalog.Spec {
+	if spec.Program == nil {
+		return spec
+	}
+	o := *spec.Program
+	o.Slot, o.Process = "c"+strconv.Itoa(slot), int(process)
+	o.LogPath = filepath.Join(f.logDir, results.LogsDir, fmt.Sprintf("client-%d.log", slot))
+	spec.Program = &o
+	return spec
+}
+
+// awaitClients waits until every worker's lock client program answered
+// init, so that the time limit starts with clients that can work (an
+// interpreter takes a second to start). A worker that gave up first
+// refuses the run.
+func (f *fleet) awaitClients(timeout time.Duration) error {
+	f.mu.Lock()
+	slots := slices.Clone(f.slots)
+	f.mu.Unlock()
+	deadline := time.After(timeout)
+	for i, w := range slots {
+		select {
+		case <-w.ready:
+		case <-w.gone:
+			return fmt.Errorf("client slot c%d did not start: %s", i, w.failure())
+		case <-deadline:
+			return fmt.Errorf("client slot c%d did not start: no init_ok within %s", i, timeout)
+		}
+		if err := w.failure(); err != "" {
+			return fmt.Errorf("client slot c%d did not start: %s", i, err)
+		}
+	}
+	return nil
+}
+
+// initWait is the wait a worker's lock client program may take to
+// answer init.
+func initWait(b catalog.Backend) time.Duration {
+	if b.Client == nil || b.Client.InitTimeout <= 0 {
+		return program.DefaultInitTimeout + 5*time.Second
+	}
+	return b.Client.InitTimeout + 5*time.Second
+}

@@ -1,0 +1,128 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/program"
+)
+
+// clientFlags say which lock client program a run tests (docs/clients.md).
+type clientFlags struct {
+	command, name, topology string
+	initTimeout             time.Duration
+}
+
+func addClientFlags(fl *pflag.FlagSet, c *clientFlags) {
+	fl.StringVar(&c.command, "client", "", `a lock client program to test instead of --backend, speaking lockcheck's client protocol (docs/clients.md), such as 'python3 my_lock.py': split into arguments at spaces, with '...' and "..." quoting and \ escaping as in a shell, and run with no shell; lockcheck starts one per client slot, as a child of its worker`)
+	fl.StringVar(&c.name, "client-name", "", "the name the --client program is tested under, in the run directory, the report and results.json (default: its script's or program's base name)")
+	fl.StringVar(&c.topology, "topology", "", "with --client: the built-in backend whose servers lockcheck starts for the program, or whose service --addr names ("+strings.Join(catalog.Names(), ", ")+"; default redis)")
+	fl.DurationVar(&c.initTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long the program may take to answer init (an interpreter importing its library takes a second); the time limit starts once every client answered")
+}
+
+// register registers the client program as a backend and returns its
+// name; "" without --client.
+func (c clientFlags) register(changed func(string) bool) (string, error) {
+	if c.command == "" {
+		if changed("topology") || changed("client-name") {
+			return "", errors.New("--topology and --client-name go with --client: give the program to test with --client 'CMD ARGS'")
+		}
+		return "", nil
+	}
+	if changed("backend") || changed("variant") {
+		return "", errors.New("--client and --backend/--variant: a client program is tested instead of a backend; name the servers it needs with --topology")
+	}
+	return registerClient(c.command, c.name, c.topology, c.initTimeout)
+}
+
+// registerClient registers the program command (a --client value) as a
+// backend named name (default from the command) on topology.
+func registerClient(command, name, topology string, initTimeout time.Duration) (string, error) {
+	argv, err := SplitCommand(command)
+	if err != nil {
+		return "", fmt.Errorf("--client %q: %w", command, err)
+	}
+	if len(argv) == 0 {
+		return "", fmt.Errorf("--client %q: no program", command)
+	}
+	if name == "" {
+		name = catalog.ClientName(argv)
+	}
+	if topology == "" {
+		topology = "redis"
+	}
+	if b, _, err := catalog.Lookup(name, ""); err == nil && b.Client != nil && slices.Equal(b.Client.Command, argv) && b.Client.Topology == topology {
+		return name, nil // registered already (compare configures each cell)
+	}
+	err = catalog.RegisterClient(name, catalog.ClientProgram{Command: argv, Topology: topology, InitTimeout: initTimeout})
+	return name, err
+}
+
+// SplitCommand splits a command line into its arguments as a POSIX shell
+// would split a plain command: at unquoted blanks, with '...' taken
+// literally, "..." with \ escaping ", \, $ and `, and \ escaping any
+// character outside quotes. Nothing is expanded: no variables, globs or
+// redirections, and no shell runs the result.
+func SplitCommand(s string) ([]string, error) {
+	var (
+		args    []string
+		cur     strings.Builder
+		inWord  bool
+		quote   rune
+		escaped bool
+	)
+	for _, r := range s {
+		switch {
+		case escaped:
+			if quote == '"' && !strings.ContainsRune("\"\\$`", r) {
+				cur.WriteRune('\\')
+			}
+			cur.WriteRune(r)
+			escaped = false
+		case quote == '\'':
+			if r == '\'' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case quote == '"':
+			switch r {
+			case '"':
+				quote = 0
+			case '\\':
+				escaped = true
+			default:
+				cur.WriteRune(r)
+			}
+		case r == '\\':
+			escaped, inWord = true, true
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				args = append(args, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	switch {
+	case escaped:
+		return nil, errors.New("ends in a lone \\")
+	case quote != 0:
+		return nil, fmt.Errorf("an unclosed %c quote", quote)
+	}
+	if inWord {
+		args = append(args, cur.String())
+	}
+	return args, nil
+}
