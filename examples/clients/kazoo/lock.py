@@ -91,11 +91,21 @@ class Kazoo(lockproto.Client):
         return {"token": token, "ttl_ms": self.negotiated.timeout_ms, "fence": int(lock.node[-10:]) + 1}
 
     def release(self, req):
+        token = req["token"]
         with self.held:
-            grant = self.grants.pop(req["token"], None)
+            grant = self.grants.get(token)
         if grant is None:  # lost, or never ours
             return {"deleted": False}
-        return {"deleted": bool(call(grant[1].release))}
+        # kazoo's release ignores a znode that is gone already (its session
+        # expired): whether it deleted one is whether one was there. The
+        # grant stays listed until then, so that a LOST noticed on the way
+        # (a paused holder's first call reconnects and finds its session
+        # expired) is still reported as lost.
+        existed = call(self.zk.exists, token) is not None
+        call(grant[1].release)
+        with self.held:
+            self.grants.pop(token, None)
+        return {"deleted": existed}
 
     def inspect(self, req):
         path = ROOT + req["key"]
