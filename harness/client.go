@@ -1,7 +1,9 @@
 package harness
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -171,4 +173,30 @@ func initWait(b catalog.Backend) time.Duration {
 		return program.DefaultInitTimeout + 5*time.Second
 	}
 	return b.Client.InitTimeout + 5*time.Second
+}
+
+// ClientService starts the lock service of cfg, a run of a lock client
+// program (its nodes, ready, under dir; or the service Config.Addrs
+// names), for a check of the program (lockcheck client check), and
+// returns how a client opens the lock and the function that tears it all
+// down, which must be called.
+func ClientService(ctx context.Context, cfg Config, dir string) (catalog.Spec, func(), error) {
+	r := &run{cfg: cfg}
+	prepared, backend, err := prepare(cfg)
+	if err != nil {
+		return catalog.Spec{}, func() {}, err
+	}
+	if backend.Client == nil {
+		return catalog.Spec{}, func() {}, fmt.Errorf("backend %s is no lock client program", cfg.Run.Backend)
+	}
+	r.cfg, r.backend, r.log = prepared, backend, prepared.Logger
+	r.procs = newProcs()
+	r.undo = append(r.undo, func() { r.procs.killAll(5 * time.Second) })
+	if err := os.MkdirAll(filepath.Join(dir, results.LogsDir), 0o755); err != nil {
+		return catalog.Spec{}, r.teardown, err
+	}
+	if err := r.startService(ctx, filepath.Join(dir, "nodes")); err != nil {
+		return catalog.Spec{}, r.teardown, err
+	}
+	return r.lockSpec(), r.teardown, nil
 }

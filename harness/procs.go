@@ -3,7 +3,7 @@ package harness
 import (
 	"errors"
 	"os/exec"
-		"sync"
+	"sync"
 	"syscall"
 	"time"
 

@@ -170,7 +170,7 @@ func (r *run) startService(ctx context.Context, nodesDir string) error {
 			return fmt.Errorf("preparing the %s service at %s: %w", cfg.Run.Backend, strings.Join(cfg.Addrs, ","), err)
 		}
 	}
-	if r.memory == nil {
+	if resourceOf(cfg) != resource.Memory {
 		if r.db, err = startDatabase(ctx, cfg, r.procs, eps, nodesDir, lockKeys(cfg)); err != nil {
 			return err
 		}

@@ -75,13 +75,16 @@ type Violation struct {
 	Detail string
 }
 
-func (v *Violation) Error() string {
+func (v *Violation) Error() string { return v.What() + " (rule: " + v.Rule + "; docs/clients.md)" }
+
+// What is the violation without its rule: the slot, what was wrong, the
+// line.
+func (v *Violation) What() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "client %s: %s", v.Slot, v.Detail)
 	if v.Line != "" {
 		fmt.Fprintf(&b, " in line %q", v.Line)
 	}
-	fmt.Fprintf(&b, " (rule: %s; docs/clients.md)", v.Rule)
 	return b.String()
 }
 
@@ -144,24 +147,24 @@ type Declaration struct {
 // message is any line a client writes; which fields must be set depends on
 // its type (check).
 type message struct {
-	Type      string          `json:"type"`
-	MsgID     *int64          `json:"msg_id"`
-	InReplyTo *int64          `json:"in_reply_to"`
-	Library   *string         `json:"library"`
-	Version   *string         `json:"version"`
-	Supports  *Supports       `json:"supports"`
-	FPs       []string        `json:"failpoints"`
-	Token     *string         `json:"token"`
-	TTLms     *int64          `json:"ttl_ms"`
-	Fence     *int64          `json:"fence"`
-	Deleted   *bool           `json:"deleted"`
-	Extended  *bool           `json:"extended"`
-	State     *string         `json:"state"`
-	Code      *int            `json:"code"`
-	Text      string          `json:"text"`
-	Key       *string         `json:"key"`
-	Name      *string         `json:"name"`
-	Why       string          `json:"why"`
+	Type      string    `json:"type"`
+	MsgID     *int64    `json:"msg_id"`
+	InReplyTo *int64    `json:"in_reply_to"`
+	Library   *string   `json:"library"`
+	Version   *string   `json:"version"`
+	Supports  *Supports `json:"supports"`
+	FPs       []string  `json:"failpoints"`
+	Token     *string   `json:"token"`
+	TTLms     *int64    `json:"ttl_ms"`
+	Fence     *int64    `json:"fence"`
+	Deleted   *bool     `json:"deleted"`
+	Extended  *bool     `json:"extended"`
+	State     *string   `json:"state"`
+	Code      *int      `json:"code"`
+	Text      string    `json:"text"`
+	Key       *string   `json:"key"`
+	Name      *string   `json:"name"`
+	Why       string    `json:"why"`
 }
 
 // required lists, per type a client sends, the fields it must carry.

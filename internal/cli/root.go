@@ -35,7 +35,7 @@ lockcheck could not run.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newSoakCmd(), newCheckCmd(), newCompareCmd(), newMergeCmd(), newServeCmd(), newScenarioCmd(), newShrinkCmd(), newImagesCmd(), newWorkerCmd())
+	root.AddCommand(newRunCmd(), newSoakCmd(), newCheckCmd(), newCompareCmd(), newMergeCmd(), newServeCmd(), newScenarioCmd(), newShrinkCmd(), newImagesCmd(), newWorkerCmd(), newClientCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

@@ -92,7 +92,9 @@ func main() {
 			rdb = redis.NewClient(&redis.Options{Addr: req.Addrs[0], ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1})
 			reply["type"], reply["library"], reply["version"] = "init_ok", "go-redis", "v9"
 			reply["supports"] = msg{"extend": true, "inspect": true, "fence": true}
-			reply["failpoints"] = []string{"before-renew"}
+			if *watchdog {
+				reply["failpoints"] = []string{"before-renew"}
+			}
 		case "failpoint_ok":
 			fpMu.Lock()
 			if ch, ok := fpReplies[req.InReplyTo]; ok {

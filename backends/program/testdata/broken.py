@@ -1,0 +1,50 @@
+"""A lock client that breaks one rule of the client protocol, named by its
+first argument, and otherwise keeps an in-memory lock of its own (enough
+for the tests of package program, which need no server)."""
+import json
+import sys
+import time
+
+mode = sys.argv[1]
+held = {}
+n = 0
+
+
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    req = json.loads(line)
+    t, mid = req["type"], req.get("msg_id")
+    if t == "init":
+        if mode == "noinit":
+            time.sleep(60)
+        if mode == "notjson":
+            sys.stdout.write("hello, lockcheck\n")
+            sys.stdout.flush()
+            continue
+        if mode == "flood":
+            chunk = "x" * 65536 + "\n"
+            for _ in range(600):  # 39 MB
+                sys.stderr.write(chunk)
+        send({"type": "init_ok", "in_reply_to": mid, "library": "broken-" + mode, "version": "0",
+              "supports": {"extend": False, "inspect": False, "fence": False}})
+        if mode == "noreq":
+            send({"type": "release_ok", "in_reply_to": 99, "deleted": True})
+    elif t == "acquire":
+        if mode == "unknowntype":
+            send({"type": "acquire_yes", "in_reply_to": mid})
+        elif mode == "missingfield":
+            send({"type": "acquire_ok", "in_reply_to": mid, "ttl_ms": 500})
+        elif mode == "crash":
+            sys.exit(1)
+        elif req["key"] in held and held[req["key"]] > time.monotonic():
+            send({"type": "error", "in_reply_to": mid, "code": 40, "text": "held"})
+        else:
+            n += 1
+            held[req["key"]] = time.monotonic() + req.get("ttl_ms", 300) / 1000
+            send({"type": "acquire_ok", "in_reply_to": mid, "token": "t%d" % n, "ttl_ms": 300})
+    elif t == "release":
+        send({"type": "release_ok", "in_reply_to": mid, "deleted": held.pop(req["key"], 0) > time.monotonic()})
