@@ -101,11 +101,19 @@ class Kazoo(lockproto.Client):
         # grant stays listed until then, so that a LOST noticed on the way
         # (a paused holder's first call reconnects and finds its session
         # expired) is still reported as lost.
-        existed = call(self.zk.exists, token) is not None
-        call(grant[1].release)
+        def delete():
+            try:
+                if self.zk.exists(token) is None:
+                    return False
+                grant[1].release()
+                return True
+            except SessionExpiredError:
+                return False  # ZooKeeper deleted the session's znodes with it
+
+        deleted = call(delete)
         with self.held:
             self.grants.pop(token, None)
-        return {"deleted": existed}
+        return {"deleted": deleted}
 
     def inspect(self, req):
         path = ROOT + req["key"]
