@@ -35,6 +35,7 @@ import lockproto  # noqa: E402
 from lockproto import Error  # noqa: E402
 
 ROOT = "/lockcheck-kazoo/"
+CONNECT_TIMEOUT = 5  # seconds, for the first connection, in init
 
 
 class Negotiated(logging.Handler):
@@ -67,7 +68,11 @@ class Kazoo(lockproto.Client):
         self.zk = KazooClient(hosts=",".join(req["addrs"]), timeout=req["ttl_ms"] / 1000, logger=logger)
         self.zk.add_listener(self.state)
         try:
-            self.zk.start(timeout=self.timeout)
+            # kazoo tries the servers in turn, each for a share of the session
+            # timeout; an ensemble that just started, on a busy machine, may
+            # take a few rounds. init may take seconds (lockcheck waits for it
+            # before the run's time starts), an operation may not.
+            self.zk.start(timeout=CONNECT_TIMEOUT)
         except KazooTimeoutError as e:
             self.zk.stop()
             raise Error(lockproto.TEMPORARILY_UNAVAILABLE, "no ZooKeeper server answered: %s" % e)
