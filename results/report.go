@@ -120,6 +120,12 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	v.Header = append(v.Header,
 		kv{"history events", historyEvents(h)},
 		kv{"span", fmt.Sprintf("%.3f s", float64(span.End-span.Start)/1e9)})
+	if c := cfg.Client; c != nil {
+		v.Header = append(v.Header, kv{"client", fmt.Sprintf("%s: %s %s on %s (%s)", c.Name, c.Library, c.Version, c.Topology, shellJoin(c.Command))})
+	}
+	for _, line := range libraryLosses(h) {
+		v.Header = append(v.Header, kv{"lock lost", line})
+	}
 	if h.Truncated {
 		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})
 	}

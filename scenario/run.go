@@ -53,10 +53,11 @@ func Catalogue() ([]*File, error) {
 // withetcd adds etcd).
 func backendInProgram(data []byte) bool {
 	var head struct {
-		Backend string `yaml:"backend"`
+		Backend string  `yaml:"backend"`
+		Client  *Client `yaml:"client"`
 	}
-	if yaml.Unmarshal(data, &head) != nil {
-		return true // Parse says what is wrong with it
+	if yaml.Unmarshal(data, &head) != nil || head.Client != nil {
+		return true // Parse says what is wrong with it, or registers the client program
 	}
 	_, _, err := catalog.Lookup(head.Backend, "")
 	return err == nil

@@ -18,20 +18,24 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // File is one scenario as written in YAML.
 type File struct {
-	Name        string `yaml:"name"`
-	Title       string `yaml:"title,omitempty"`
-	Source      string `yaml:"source,omitempty"`
-	Explain     string `yaml:"explain,omitempty"`
-	Backend     string `yaml:"backend"`
-	Variant     string `yaml:"variant,omitempty"`
-	Workload    string `yaml:"workload,omitempty"`
-	FenceSource string `yaml:"fence_source,omitempty"`
+	Name    string `yaml:"name"`
+	Title   string `yaml:"title,omitempty"`
+	Source  string `yaml:"source,omitempty"`
+	Explain string `yaml:"explain,omitempty"`
+	Backend string `yaml:"backend"`
+	Variant string `yaml:"variant,omitempty"`
+	// Client, if set, is the lock client program the scenario tests
+	// (docs/clients.md), as run's --client: backend is then its name.
+	Client      *Client `yaml:"client,omitempty"`
+	Workload    string  `yaml:"workload,omitempty"`
+	FenceSource string  `yaml:"fence_source,omitempty"`
 	// Resource is the protected resource: memory (the default) or
 	// postgres, as run's --resource.
 	Resource  string            `yaml:"resource,omitempty"`
@@ -45,6 +49,34 @@ type File struct {
 	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
+}
+
+// Client is a lock client program, as run's --client, --topology and
+// --client-name say it.
+type Client struct {
+	Command  string `yaml:"command"`
+	Topology string `yaml:"topology,omitempty"`
+	Name     string `yaml:"name,omitempty"`
+}
+
+// useClient registers the scenario's client program as its backend.
+func (f *File) useClient() error {
+	if f.Client == nil {
+		return nil
+	}
+	argv, err := program.SplitCommand(f.Client.Command)
+	if err != nil {
+		return f.errAt("client.command", "%v", err)
+	}
+	name, err := catalog.UseClient(argv, f.Client.Name, f.Client.Topology, 0)
+	if err != nil {
+		return f.errAt("client", "%v", err)
+	}
+	if f.Backend != "" && f.Backend != name {
+		return f.errAt("backend", "%q, but the client program is named %q: drop backend, or name the client with client.name", f.Backend, name)
+	}
+	f.Backend = name
+	return nil
 }
 
 // Step is one action of the timeline.
@@ -306,6 +338,9 @@ func (f *File) validate() error {
 	if err := f.validateNumbers(); err != nil {
 		return err
 	}
+	if err := f.useClient(); err != nil {
+		return err
+	}
 	b, variant, err := catalog.Lookup(f.Backend, f.Variant)
 	if err != nil {
 		return f.errAt("backend", "%v", err)
@@ -335,7 +370,9 @@ func (f *File) validate() error {
 			if !clients[s.When.Client] {
 				return f.errAt(at+".when", "unknown client %q (this scenario has %s)", s.When.Client, names(clients))
 			}
-			if !slices.Contains(moments, s.When.Reaches) {
+			// A client program declares its failpoints when it starts:
+			// the run refuses a step waiting for one it does not have.
+			if b.Client == nil && !slices.Contains(moments, s.When.Reaches) {
 				return f.errAt(at+".when", "unknown moment %q (choose one of: %s)", s.When.Reaches, strings.Join(moments, ", "))
 			}
 		}

@@ -83,6 +83,26 @@ func RegisterClient(name string, c ClientProgram) error {
 	return nil
 }
 
+// UseClient registers the client program argv as backend name (default
+// ClientName) on topology (default redis), unless the same program is
+// registered under that name already (compare and scenarios configure
+// each run), and returns the name.
+func UseClient(argv []string, name, topology string, initTimeout time.Duration) (string, error) {
+	if len(argv) == 0 {
+		return "", fmt.Errorf("--client: no program")
+	}
+	if name == "" {
+		name = ClientName(argv)
+	}
+	if topology == "" {
+		topology = "redis"
+	}
+	if b, ok := registry[name]; ok && b.Client != nil && slices.Equal(b.Client.Command, argv) && b.Client.Topology == topology {
+		return name, nil
+	}
+	return name, RegisterClient(name, ClientProgram{Command: argv, Topology: topology, InitTimeout: initTimeout})
+}
+
 // DeclareClient records what client program backend name said of itself:
 // its fences and failpoints are what the run's checks go by from now on.
 func DeclareClient(name string, d program.Declaration) {

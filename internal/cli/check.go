@@ -85,6 +85,10 @@ func checkDir(dir string, check dirCheck, opts checker.Options, w io.Writer) (ch
 // have (one another program recorded, or written by hand of such a lock)
 // gets none: no scenario can rerun it, and that is no one's fault.
 func writeRepro(dir string, h *history.History, res *checker.Result) error {
+	if c := h.Header.Config.Client; c != nil {
+		// A run of a lock client program: its scenario reruns the program.
+		catalog.UseClient(c.Command, c.Name, c.Topology, 0) //nolint:errcheck // a name taken by another backend gets no repro, below
+	}
 	if _, _, err := catalog.Lookup(h.Header.Config.Backend, h.Header.Config.Variant); err != nil {
 		return nil
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -44,85 +43,9 @@ func (c clientFlags) register(changed func(string) bool) (string, error) {
 // registerClient registers the program command (a --client value) as a
 // backend named name (default from the command) on topology.
 func registerClient(command, name, topology string, initTimeout time.Duration) (string, error) {
-	argv, err := SplitCommand(command)
+	argv, err := program.SplitCommand(command)
 	if err != nil {
 		return "", fmt.Errorf("--client %q: %w", command, err)
 	}
-	if len(argv) == 0 {
-		return "", fmt.Errorf("--client %q: no program", command)
-	}
-	if name == "" {
-		name = catalog.ClientName(argv)
-	}
-	if topology == "" {
-		topology = "redis"
-	}
-	if b, _, err := catalog.Lookup(name, ""); err == nil && b.Client != nil && slices.Equal(b.Client.Command, argv) && b.Client.Topology == topology {
-		return name, nil // registered already (compare configures each cell)
-	}
-	err = catalog.RegisterClient(name, catalog.ClientProgram{Command: argv, Topology: topology, InitTimeout: initTimeout})
-	return name, err
-}
-
-// SplitCommand splits a command line into its arguments as a POSIX shell
-// would split a plain command: at unquoted blanks, with '...' taken
-// literally, "..." with \ escaping ", \, $ and `, and \ escaping any
-// character outside quotes. Nothing is expanded: no variables, globs or
-// redirections, and no shell runs the result.
-func SplitCommand(s string) ([]string, error) {
-	var (
-		args    []string
-		cur     strings.Builder
-		inWord  bool
-		quote   rune
-		escaped bool
-	)
-	for _, r := range s {
-		switch {
-		case escaped:
-			if quote == '"' && !strings.ContainsRune("\"\\$`", r) {
-				cur.WriteRune('\\')
-			}
-			cur.WriteRune(r)
-			escaped = false
-		case quote == '\'':
-			if r == '\'' {
-				quote = 0
-			} else {
-				cur.WriteRune(r)
-			}
-		case quote == '"':
-			switch r {
-			case '"':
-				quote = 0
-			case '\\':
-				escaped = true
-			default:
-				cur.WriteRune(r)
-			}
-		case r == '\\':
-			escaped, inWord = true, true
-		case r == '\'' || r == '"':
-			quote, inWord = r, true
-		case r == ' ' || r == '\t' || r == '\n':
-			if inWord {
-				args = append(args, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(r)
-			inWord = true
-		}
-	}
-	switch {
-	case escaped:
-		return nil, errors.New("ends in a lone \\")
-	case quote != 0:
-		return nil, fmt.Errorf("an unclosed %c quote", quote)
-	}
-	if inWord {
-		args = append(args, cur.String())
-	}
-	return args, nil
+	return catalog.UseClient(argv, name, topology, initTimeout)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/nemesis"
@@ -41,6 +42,11 @@ type compareFlags struct {
 	run                          runFlags
 	backends, workloads, nemesis string
 	shard                        string
+	// clients are lock client programs (--client, repeated), each a
+	// backend of the matrix named after it, on topology.
+	clients           []string
+	topology          string
+	clientInitTimeout time.Duration
 }
 
 func newCompareCmd() *cobra.Command {
@@ -74,7 +80,8 @@ Exit codes: 0 every cell's verdict is true, 1 some verdict is false, 2 some
 cell is unknown, could not run, or the comparison was interrupted.`,
 		Example: `  lockcheck compare
   lockcheck compare --backends redis,redis/setnx-expire --nemesis none,pause-holder,kill-client
-  lockcheck compare --backends redlock,redsync --nemesis signature,kill-restart --time-limit 30s`,
+  lockcheck compare --backends redlock,redsync --nemesis signature,kill-restart --time-limit 30s
+  lockcheck compare --client 'python3 plain.py' --client 'python3 watchdog.py' --topology redis --nemesis none,pause-holder`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCompare(cmd, f) },
 	}
@@ -82,6 +89,9 @@ cell is unknown, could not run, or the comparison was interrupted.`,
 	fl.StringVar(&f.backends, "backends", "", "backends to compare, comma-separated, each NAME or NAME/VARIANT (empty: every registered backend, its correct variant)")
 	fl.StringVar(&f.workloads, "workloads", "fenced,unfenced", "workloads, comma-separated: fenced, unfenced")
 	fl.StringVar(&f.nemesis, "nemesis", "none,"+signatureWord, "fault sets, comma-separated; join faults that run together with +, such as clock-skew+pause-nodes; "+signatureWord+" is each backend's own")
+	fl.StringArrayVar(&f.clients, "client", nil, "a lock client program to compare, as run's --client (repeat for several): each is a backend of the matrix named after its script or program; with no --backends, the matrix is the client programs alone")
+	fl.StringVar(&f.topology, "topology", "", "with --client: the built-in backend whose servers the client programs talk to (default redis)")
+	fl.DurationVar(&f.clientInitTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long a program may take to answer init")
 	fl.StringVar(&f.shard, "shard", "", "run only shard I of N of the matrix (I/N, such as 2/3): the cells whose place in the matrix, counted from 0, leaves I-1 divided by N; needs --seed so that every shard plans the same matrix")
 	addRunFlags(fl, &f.run, defaultCellLimit)
 	return cmd, f
@@ -180,10 +190,33 @@ type cell struct {
 // plan reads the matrix from the flags and lays out its cells, picking a
 // seed when none was given.
 func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
+	var clients []target
+	for i, c := range f.clients {
+		argv, err := program.SplitCommand(c)
+		if err != nil {
+			return nil, fmt.Errorf("--client %q: %w", c, err)
+		}
+		// Two programs of one name (a script with two flag sets) are
+		// told apart by their place on the command line.
+		name := catalog.ClientName(argv)
+		for _, t := range clients {
+			if t.backend == name {
+				name += "-" + strconv.Itoa(i+1)
+			}
+		}
+		if name, err = catalog.UseClient(argv, name, f.topology, f.clientInitTimeout); err != nil {
+			return nil, err
+		}
+		clients = append(clients, target{name, catalog.ClientVariant})
+	}
 	targets, err := parseTargets(f.backends)
 	if err != nil {
 		return nil, err
 	}
+	if len(clients) > 0 && strings.TrimSpace(f.backends) == "" {
+		targets = nil
+	}
+	targets = append(targets, clients...)
 	workloads, err := parseWorkloads(f.workloads)
 	if err != nil {
 		return nil, err

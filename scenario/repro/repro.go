@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
@@ -109,6 +110,9 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 		// Its faults are replayed where they met their moments; on
 		// another run, under other load, some may miss theirs.
 		Expect: scenario.Expect{Verdict: "false", Fail: FailedChecks(cfg.Fenced(), &res.Checks), Landed: ">= 1"},
+	}
+	if c := cfg.Client; c != nil {
+		f.Client = &scenario.Client{Command: program.JoinCommand(c.Command), Topology: c.Topology, Name: c.Name}
 	}
 	f.Timeline = timeline(h, res, steps(h, res))
 	return f

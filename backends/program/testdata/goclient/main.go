@@ -43,6 +43,7 @@ func send(m msg) {
 
 func main() {
 	watchdog := flag.Bool("watchdog", false, "renew every TTL/3 and report renewed")
+	noFence := flag.Bool("nofence", false, "declare no fence (supports.fence false) and send none")
 	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -91,7 +92,7 @@ func main() {
 			timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 			rdb = redis.NewClient(&redis.Options{Addr: req.Addrs[0], ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1})
 			reply["type"], reply["library"], reply["version"] = "init_ok", "go-redis", "v9"
-			reply["supports"] = msg{"extend": true, "inspect": true, "fence": true}
+			reply["supports"] = msg{"extend": true, "inspect": true, "fence": !*noFence}
 			if *watchdog {
 				reply["failpoints"] = []string{"before-renew"}
 			}
@@ -117,7 +118,10 @@ func main() {
 					fail(0, err)
 					break
 				}
-				reply["type"], reply["token"], reply["ttl_ms"], reply["fence"] = "acquire_ok", token, ttl.Milliseconds(), fence
+				reply["type"], reply["token"], reply["ttl_ms"] = "acquire_ok", token, ttl.Milliseconds()
+				if !*noFence {
+					reply["fence"] = fence
+				}
 				if *watchdog {
 					stop := make(chan struct{})
 					stopRenew[token] = stop
@@ -175,7 +179,11 @@ func renew(rdb *redis.Client, key, token string, ttl time.Duration, stop chan st
 		failpoint("before-renew")
 		n, err := extend.Run(context.Background(), rdb, []string{key}, token, ttl.Milliseconds()).Int()
 		if err != nil || n != 1 {
-			send(msg{"type": "lost", "key": key, "token": token, "why": fmt.Sprintf("renewal failed: %v", err)})
+			why := "renewal failed: not owner"
+			if err != nil {
+				why = "renewal failed: " + err.Error()
+			}
+			send(msg{"type": "lost", "key": key, "token": token, "why": why})
 			return
 		}
 		send(msg{"type": "renewed", "key": key, "token": token, "ttl_ms": ttl.Milliseconds()})

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// goClient builds the Go protocol client of backends/program's testdata:
+// lockcheck's Redis recipe behind the client protocol.
+func goClient(t *testing.T) string {
+	t.Helper()
+	goClientOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "lockcheck-goclient-")
+		if err != nil {
+			goClientErr = err
+			return
+		}
+		goClientBin = filepath.Join(dir, "goclient")
+		if out, err := exec.Command("go", "build", "-o", goClientBin, "../../backends/program/testdata/goclient").CombinedOutput(); err != nil {
+			goClientErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	require.NoError(t, goClientErr)
+	return goClientBin
+}
+
+var (
+	goClientOnce sync.Once
+	goClientBin  string
+	goClientErr  error
+)
+
+// A lock client program runs like a backend: it passes without faults and
+// results.json names it; a scenario stops its watchdog at the failpoint
+// the program declared (the first article's demo step 4, through the
+// protocol) and the renewals that stopped and the lost update show.
+func TestClientProgramE2E(t *testing.T) {
+	bin := goClient(t)
+	store := t.TempDir()
+	start := time.Now()
+
+	inv := lockcheck("run", "--client", bin, "--topology", "redis", "--nemesis", "none", "--time-limit", "2s", "--out", store)
+	require.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	res := readResults(t, filepath.Join(store, "latest"))
+	require.NotNil(t, res.Config.Client)
+	assert.Equal(t, "go-redis", res.Config.Client.Library)
+	assert.Equal(t, []string{bin}, res.Config.Client.Command)
+	assert.Equal(t, "goclient", res.Config.Backend)
+	assert.FileExists(t, filepath.Join(store, "latest", results.LogsDir, "client-0.log"))
+
+	scn := filepath.Join(t.TempDir(), "watchdog-before-renew.yaml")
+	require.NoError(t, os.WriteFile(scn, []byte(`name: client-watchdog-before-renew
+title: A watchdog stopped right before it renews, with its holder
+client: {command: "'`+bin+`' -watchdog", topology: redis, name: watchdog}
+workload: unfenced
+ttl: 300ms
+clients: 2
+think: 150ms
+time_limit: 3s
+timeline:
+  - at: 300ms
+    when: {client: c0, reaches: before-renew}
+    do: pause
+    target: c0
+    for: 900ms
+expect:
+  verdict: "false"
+  fail: [resource, double_ownership]
+`), 0o644))
+	t.Logf("run done after %s", time.Since(start))
+	inv = lockcheck("scenario", "run", "--file", scn, "--out", store)
+	t.Logf("scenario done after %s", time.Since(start))
+	require.Equal(t, exitValid, inv.code, "the scenario's expectations hold: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
+	require.NoError(t, err)
+	var pause, resume int64
+	var renewals []history.Event
+	lost := false
+	for _, e := range h.Events {
+		switch {
+		case e.F == history.FExtend && e.Type == history.Invoke && e.Value != nil && e.Value.Detail == "renewed by the library":
+			renewals = append(renewals, e)
+		case e.F == history.NemPause:
+			pause = e.Time
+		case e.F == history.NemResume:
+			resume = e.Time
+		case e.F == history.NemLockLost:
+			lost = true
+		}
+	}
+	require.NotZero(t, pause, "the scenario paused c0 at its watchdog's failpoint")
+	assert.NotEmpty(t, renewals, "the library's renewals are recorded as extends")
+	for _, r := range renewals {
+		if r.Process.String() == "c0" {
+			assert.False(t, r.Time > pause && r.Time < resume, "no renewal of the paused client during its pause")
+		}
+	}
+	assert.True(t, lost, "the watchdog's failed renewal is recorded as lock-lost")
+	repro, err := os.ReadFile(filepath.Join(store, "latest", "repro.yaml"))
+	if err == nil {
+		assert.Contains(t, string(repro), "client:", "the reproduction reruns the program")
+	}
+}
+
+// A program that cannot start, or that hands out no fence to a fenced run
+// asking for the lock's fences, refuses the run before it starts with one
+// line; client check passes a conforming program.
+func TestClientProgramRefusals(t *testing.T) {
+	bin := goClient(t)
+	store := t.TempDir()
+	inv := lockcheck("run", "--client", filepath.Join(store, "no-such-client")+" --x", "--nemesis", "none", "--time-limit", "1s", "--out", store)
+	assert.Equal(t, exitUnknown, inv.code)
+	assert.Contains(t, inv.stderr, "the command starts")
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
+
+	inv = lockcheck("run", "--client", bin+" -nofence", "--client-name", "nofence", "--workload", "fenced", "--nemesis", "none", "--time-limit", "1s", "--out", store)
+	assert.Equal(t, exitUnknown, inv.code)
+	assert.Contains(t, inv.stderr, "hands out no fence")
+
+	inv = lockcheck("client", "check", "--client", bin+" -watchdog", "--client-name", "checked", "--topology", "redis")
+	assert.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	assert.Contains(t, inv.stdout, "conforms")
+}
+
+func readResults(t *testing.T, dir string) *results.Results {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, results.ResultsFile))
+	require.NoError(t, err)
+	var res results.Results
+	require.NoError(t, json.Unmarshal(raw, &res))
+	return &res
+}
