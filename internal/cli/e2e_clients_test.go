@@ -21,7 +21,9 @@ import (
 // without faults, and the watchdog and kazoo clients fail the way their
 // READMEs say under a paused holder.
 
-var clientsDir = filepath.Join("..", "..", "examples", "clients")
+// clientsDir is absolute: a client program is registered by its command,
+// and the scenario's (its paths made absolute) must be the same command.
+var clientsDir, _ = filepath.Abs(filepath.Join("..", "..", "examples", "clients"))
 
 // referenceClient is one program of examples/clients.
 type referenceClient struct {
@@ -29,7 +31,8 @@ type referenceClient struct {
 	command                 string
 	// checkArgs are client check's flags beyond the client's: a TTL that
 	// outlasts starting the second client, for a library without a
-	// watchdog whose interpreter takes long to start.
+	// watchdog whose interpreter takes long to start, and a ZooKeeper
+	// session that a busy machine does not let expire.
 	checkArgs []string
 }
 
@@ -47,7 +50,7 @@ func referenceClients(t *testing.T) []referenceClient {
 	return []referenceClient{
 		{name: "redis-py-plain", topology: "redis", library: "redis-py", command: py("redis-py/plain.py"), checkArgs: []string{"--ttl", "2s"}},
 		{name: "redis-py-watchdog", topology: "redis", library: "redis-py+watchdog", command: py("redis-py/watchdog.py")},
-		{name: "kazoo", topology: "zookeeper", library: "kazoo", command: py("kazoo/lock.py")},
+		{name: "kazoo", topology: "zookeeper", library: "kazoo", command: py("kazoo/lock.py"), checkArgs: []string{"--ttl", "1s"}},
 		{name: "perl-redis", topology: "redis", library: "Redis.pm", command: "perl " + filepath.Join(clientsDir, "perl", "lock.pl"), checkArgs: []string{"--ttl", "1s"}},
 		{name: "go-redis", topology: "redis", library: "go-redis", command: bin},
 	}
@@ -97,7 +100,7 @@ func TestReferenceClientsConformAndAreCleanWithoutFaults(t *testing.T) {
 func TestWatchdogClientDoesNotSurviveAPause(t *testing.T) {
 	t.Parallel()
 	watchdog := "/usr/bin/python3 " + filepath.Join(clientsDir, "redis-py", "watchdog.py")
-	args := []string{"--client", watchdog, "--topology", "redis", "--nemesis", "pause-holder", "--ttl", "300ms", "--time-limit", "3s"}
+	args := []string{"--client", watchdog, "--client-name", "redis-py-watchdog", "--topology", "redis", "--nemesis", "pause-holder", "--ttl", "300ms", "--time-limit", "3s"}
 
 	t.Run("unfenced", func(t *testing.T) {
 		t.Parallel()
@@ -140,7 +143,7 @@ func TestWatchdogClientDoesNotSurviveAPause(t *testing.T) {
 func TestKazooClientLearnsOfItsExpiredSessionLate(t *testing.T) {
 	t.Parallel()
 	kazoo := "/usr/bin/python3 " + filepath.Join(clientsDir, "kazoo", "lock.py")
-	inv, res, dir, landed := runFault(t, "--client", kazoo, "--topology", "zookeeper", "--workload", "unfenced",
+	inv, res, dir, landed := runFault(t, "--client", kazoo, "--client-name", "kazoo", "--topology", "zookeeper", "--workload", "unfenced",
 		"--nemesis", "pause-holder", "--ttl", "1s", "--pause", "2s", "--nemesis-interval", "1s", "--time-limit", "5s")
 	if !landed {
 		return
@@ -237,10 +240,8 @@ func TestWatchdogClientScenarioReproducesDemoStep4(t *testing.T) {
 	require.NoError(t, err)
 	// The scenario names its command from the repository's root; the test
 	// runs in internal/cli.
-	abs, err := filepath.Abs(clientsDir)
-	require.NoError(t, err)
 	scn := filepath.Join(t.TempDir(), filepath.Base(file))
-	require.NoError(t, os.WriteFile(scn, []byte(strings.ReplaceAll(string(raw), " examples/clients/", " "+abs+"/")), 0o644))
+	require.NoError(t, os.WriteFile(scn, []byte(strings.ReplaceAll(string(raw), " examples/clients/", " "+clientsDir+"/")), 0o644))
 	store := t.TempDir()
 	inv := lockcheck("scenario", "run", "--file", scn, "--out", store)
 	require.Equal(t, exitValid, inv.code, "the scenario's expectations hold: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
