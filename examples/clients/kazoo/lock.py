@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import kazoo.version  # noqa: E402
 from kazoo.client import KazooClient, KazooState  # noqa: E402
 from kazoo.exceptions import ConnectionLoss, LockTimeout, OperationTimeoutError, SessionExpiredError  # noqa: E402
+from kazoo.retry import KazooRetry, RetryFailedError  # noqa: E402
 from kazoo.handlers.threading import KazooTimeoutError  # noqa: E402
 
 import lockproto  # noqa: E402
@@ -105,17 +106,22 @@ class Kazoo(lockproto.Client):
         # expired): whether it deleted one is whether one was there. The
         # grant stays listed until then, so that a LOST noticed on the way
         # (a paused holder's first call reconnects and finds its session
-        # expired) is still reported as lost.
+        # expired) is still reported as lost. A connection lost on the way
+        # is retried until the client knows which it was, as kazoo's own
+        # recipes retry.
+        existed = []
+
         def delete():
             try:
-                if self.zk.exists(token) is None:
-                    return False
-                grant[1].release()
-                return True
+                if not existed:
+                    existed.append(self.zk.exists(token) is not None)
+                if existed[0]:
+                    grant[1].release()
+                return existed[0]
             except SessionExpiredError:
                 return False  # ZooKeeper deleted the session's znodes with it
 
-        deleted = call(delete)
+        deleted = call(KazooRetry(max_tries=-1, delay=0.05, max_delay=0.2, deadline=self.timeout), delete)
         with self.held:
             self.grants.pop(token, None)
         return {"deleted": deleted}
@@ -134,7 +140,7 @@ def call(fn, *args, **kwargs):
     connection dropped)."""
     try:
         return fn(*args, **kwargs)
-    except (LockTimeout, OperationTimeoutError, KazooTimeoutError) as e:
+    except (LockTimeout, OperationTimeoutError, KazooTimeoutError, RetryFailedError) as e:
         raise Error(lockproto.TIMEOUT, repr(e))
     except (ConnectionLoss, SessionExpiredError) as e:
         raise Error(lockproto.CRASH, repr(e))
