@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,28 +167,36 @@ func TestKazooClientLearnsOfItsExpiredSessionLate(t *testing.T) {
 	assert.Positive(t, told, "kazoo reports a paused holder's expired session as a lost lock")
 }
 
-// pause is a pause of the client holding the lock (the only key), with the
-// lock-lost event that followed it, if any.
+// pause is a pause of a client that held the lock, with the lock-lost
+// event of its grant that followed, if any.
 type pause struct {
 	target, token       string
 	pause, resume, lost int64
 }
 
-// heldPauses returns the pauses of the run that stopped a holder, each
-// with the token it held (the latest grant before it) and the first
-// lock-lost of that token.
+// heldPauses returns the pauses of the run that stopped a client holding
+// the lock (the only key), each with the token it held and the first
+// lock-lost of that token. Slot cN runs as processes N, N+clients, ...
 func heldPauses(h *history.History) []pause {
 	var out []pause
-	open := map[string]int{} // target -> its pause in out, until resumed
-	token := ""
+	open := map[string]int{}       // target -> its pause in out, until resumed
+	holding := map[string]string{} // slot -> the token it holds
+	slot := func(p history.Process) string { return fmt.Sprintf("c%d", int(p)%h.Header.Config.Clients) }
 	for _, e := range h.Events {
 		switch {
-		case e.F == history.FAcquire && e.Type == history.OK && e.Value != nil:
-			token = e.Value.Token
-		case e.Process != history.Nemesis || e.Value == nil:
+		case e.Process != history.Nemesis:
+			if e.F == history.FAcquire && e.Type == history.OK && e.Value != nil {
+				holding[slot(e.Process)] = e.Value.Token
+			}
+			if e.F == history.FRelease && e.Type == history.Invoke {
+				delete(holding, slot(e.Process))
+			}
+		case e.Value == nil:
 		case e.F == history.NemPause:
-			open[e.Value.Target] = len(out)
-			out = append(out, pause{target: e.Value.Target, token: token, pause: e.Time})
+			if token, ok := holding[e.Value.Target]; ok {
+				open[e.Value.Target] = len(out)
+				out = append(out, pause{target: e.Value.Target, token: token, pause: e.Time})
+			}
 		case e.F == history.NemResume:
 			if i, ok := open[e.Value.Target]; ok {
 				out[i].resume = e.Time
@@ -248,7 +257,7 @@ func TestWatchdogClientScenarioReproducesDemoStep4(t *testing.T) {
 	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
 	require.NoError(t, err)
 	pauses := heldPauses(h)
-	require.Len(t, pauses, 1)
+	require.Len(t, pauses, 1, "c0 was stopped holding the lock")
 	p := pauses[0]
 	assert.Zero(t, renewals(h, p.token, p.pause, p.resume), "the watchdog stopped before its renewal renews nothing while paused")
 	if p.lost != 0 { // the holder may release before its watchdog tries again
