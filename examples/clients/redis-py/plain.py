@@ -39,7 +39,9 @@ class RedisPy(lockproto.Client):
         opts = dict(socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False)
         addrs = [hostport(a) for a in req["addrs"]]
         if req.get("topology") == "sentinel":
-            master = req.get("settings", {}).get("sentinel_master", "mymaster")
+            # lockcheck names its master "lockcheck" (--addr: the sentinels of a
+            # service whose master has that name, or say it in settings).
+            master = (req.get("settings") or {}).get("sentinel_master", "lockcheck")
             self.redis = redis.sentinel.Sentinel(addrs, sentinel_kwargs=opts, **opts).master_for(master)
         elif len(addrs) == 1:
             self.redis = redis.Redis(*addrs[0], **opts)
