@@ -33,7 +33,7 @@ func (r *run) lockSpec() catalog.Spec {
 	if c := r.backend.Client; c != nil {
 		o := &program.Options{
 			Command: c.Command, Backend: cfg.Run.Backend, Topology: c.Topology, KeyPrefix: cfg.KeyPrefix,
-			InitTimeout: c.InitTimeout, Stride: cfg.Run.Clients, Nodes: []program.NodeAddr{},
+			InitTimeout: c.InitTimeout, Stride: cfg.Run.Clients, Nodes: []program.NodeAddr{}, Settings: c.Settings,
 		}
 		if len(cfg.Addrs) == 0 {
 			for _, e := range r.top.endpoints() {
@@ -58,7 +58,7 @@ func (r *run) probeClient(logDir string) error {
 	}
 	spec := r.spec
 	o := *spec.Program
-	o.Slot, o.Process = "probe", 0
+	o.Slot, o.Process = "c0", 0 // the first slot's program, before its worker starts it again
 	o.LogPath = filepath.Join(logDir, results.LogsDir, "client-probe.log")
 	spec.Program = &o
 	lock, err := catalog.OpenProgram(spec, nil)

@@ -18,31 +18,36 @@ func libraryLosses(h *history.History) []string {
 	}
 	byToken := map[string]grant{}
 	var grants []grant
-	var out []string
 	for _, e := range h.Events {
-		switch {
-		case e.Type == history.OK && e.F == history.FAcquire && e.Value != nil:
+		if e.Type == history.OK && e.F == history.FAcquire && e.Value != nil {
 			g := grant{e.Process, e.Key, e.Time}
 			byToken[e.Value.Token] = g
 			grants = append(grants, g)
-		case e.F == history.NemLockLost && e.Value != nil:
-			lost, ok := byToken[e.Value.Token]
-			if !ok {
-				out = append(out, fmt.Sprintf("%s's library said it lost %s (%s), for a grant the history does not hold", e.Value.Target, e.Key, e.Value.Detail))
+		}
+	}
+	var out []string
+	for _, e := range h.Events {
+		if e.F != history.NemLockLost || e.Value == nil {
+			continue
+		}
+		lost, ok := byToken[e.Value.Token]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s's library said it lost %s (%s), for a grant the history does not hold", e.Value.Target, e.Key, e.Value.Detail))
+			continue
+		}
+		line := fmt.Sprintf("%s's library said it lost %s (%s) before any other client was granted it", lost.process, e.Key, e.Value.Detail)
+		for _, g := range grants {
+			if g.key != lost.key || g.process == lost.process || g.at <= lost.at {
 				continue
 			}
-			line := fmt.Sprintf("%s's library said it lost %s (%s) before any other client was granted it", lost.process, e.Key, e.Value.Detail)
-			for _, g := range grants {
-				if g.key == lost.key && g.process != lost.process && g.at > lost.at {
-					line = fmt.Sprintf("%s's library said it lost %s (%s) %s after %s was granted it", lost.process, e.Key, e.Value.Detail, ms(e.Time-g.at), g.process)
-					if e.Time < g.at {
-						line = fmt.Sprintf("%s's library said it lost %s (%s) %s before %s was granted it", lost.process, e.Key, e.Value.Detail, ms(g.at-e.Time), g.process)
-					}
-					break
-				}
+			if e.Time >= g.at {
+				line = fmt.Sprintf("%s's library said it lost %s (%s) %s after %s was granted it", lost.process, e.Key, e.Value.Detail, ms(e.Time-g.at), g.process)
+			} else {
+				line = fmt.Sprintf("%s's library said it lost %s (%s) %s before %s was granted it", lost.process, e.Key, e.Value.Detail, ms(g.at-e.Time), g.process)
 			}
-			out = append(out, line)
+			break
 		}
+		out = append(out, line)
 	}
 	return out
 }

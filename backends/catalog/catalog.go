@@ -124,6 +124,10 @@ type Backend struct {
 	// Client, if set, says the backend is a lock client program
 	// (RegisterClient) on the servers of a built-in backend.
 	Client *ClientProgram
+	// ClientSettings are what a lock client program on this backend's
+	// servers must know beside their addresses (the Sentinel master's
+	// name): init's settings, with the run's params.
+	ClientSettings map[string]string
 }
 
 // GrantedLease is the lease b really grants for ttl under params: what a
@@ -174,11 +178,15 @@ func Register(b Backend) {
 	registry[b.Name] = b
 }
 
-// Names lists the backends, sorted.
+// Names lists the backends, sorted: the built-in ones and the locks of a
+// program's own, not the lock client programs a command line registered
+// (RegisterClient), which Lookup finds by their names.
 func Names() []string {
 	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
+	for n, b := range registry {
+		if b.Client == nil {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +31,9 @@ type ClientProgram struct {
 	Declared *program.Declaration
 	// InitTimeout bounds the wait for its init_ok (0: the default).
 	InitTimeout time.Duration
+	// Settings are what the topology tells its client programs
+	// (Backend.ClientSettings).
+	Settings map[string]string
 }
 
 // ClientName is the name a client program is tested under when the user
@@ -65,12 +69,13 @@ func RegisterClient(name string, c ClientProgram) error {
 	if _, taken := registry[name]; taken {
 		return fmt.Errorf("--client-name %s: a backend of that name exists; choose another", name)
 	}
+	c.Settings = top.ClientSettings
 	client := &c
 	Register(Backend{
 		Name: name, Variants: []string{ClientVariant}, Failpoints: map[string][]string{},
 		Nodes: top.Nodes, ClientAddrs: top.ClientAddrs, Ready: top.Ready, PrepareAddrs: top.PrepareAddrs,
 		Service: top.Service, Programs: top.Programs, Signature: top.Signature, Diskless: top.Diskless,
-		Lease: top.Lease, LeasesUntilRelease: top.LeasesUntilRelease,
+		Lease: top.Lease, LeasesUntilRelease: top.LeasesUntilRelease, ClientSettings: top.ClientSettings,
 		Fences: func(string) bool { return client.Declared == nil || client.Declared.Supports.Fence },
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			if s.Program == nil {
@@ -119,8 +124,11 @@ func OpenProgram(s Spec, fp backends.Failpoint) (*program.Lock, error) {
 	o := *s.Program
 	o.Client = s.Client(fp)
 	o.Addrs = s.Addrs
-	if o.Settings == nil {
-		o.Settings = s.Extra
+	settings := maps.Clone(s.Extra)
+	if settings == nil {
+		settings = map[string]string{}
 	}
+	maps.Copy(settings, o.Settings)
+	o.Settings = settings
 	return program.Open(o)
 }

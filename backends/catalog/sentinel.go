@@ -29,6 +29,8 @@ func init() {
 		Programs:  []backends.Program{redis.Server, sentinel.Program},
 		Flags:     &Flags{Bind: sentinelFlags},
 		Signature: []string{"failover-lost-lock"},
+		// A lock client program asks the sentinels for the master by name.
+		ClientSettings: map[string]string{"sentinel_master": sentinel.MasterName},
 	})
 }
 

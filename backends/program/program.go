@@ -422,7 +422,8 @@ func (p *proc) isDead() bool {
 }
 
 // exchange writes msg and waits for the reply to the outstanding request,
-// timeout long, not counting the time the program waits at a failpoint
+// timeout long (a program that does not answer in time is killed), not
+// counting the time the program waits at a failpoint
 // (an operation of a built-in lock stopped at one does not run out
 // either).
 func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
@@ -450,6 +451,9 @@ func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
 			}
 		case <-timer.C:
 			if p.parkedNow() == 0 {
+				// Killed before the request stops being outstanding, so a
+				// reply racing the timeout is no violation of its own.
+				p.kill()
 				return message{}, &timeoutError{}
 			}
 		}
@@ -540,13 +544,16 @@ func (p *proc) read(stdout io.Reader) {
 	}
 	<-p.exited
 	p.mu.Lock()
-	killed := p.killed || p.err != nil
+	killed, inFlight := p.killed || p.err != nil, p.want != 0
 	p.mu.Unlock()
 	if !killed {
 		err := &Violation{Slot: p.slot, Rule: RuleExit, Detail: "exited (" + p.cmd.ProcessState.String() + ")"}
 		p.lock.warn(err.Error())
-		p.lock.diedOnItsOwn(p, err)
 		p.fail(err)
+		if !inFlight {
+			// No operation learns of it: the next one does.
+			p.lock.diedOnItsOwn(p, err)
+		}
 	}
 }
 
@@ -575,6 +582,9 @@ func (p *proc) handle(m message, line string) bool {
 			p.want = 0
 		}
 		p.mu.Unlock()
+		if !ok && p.isDead() {
+			return false // a reply after the timeout, to a program already killed for it
+		}
 		if !ok {
 			p.violate(&Violation{Slot: p.slot, Line: cut(line), Rule: RuleReply, Detail: fmt.Sprintf("%s in reply to %d, which is no request outstanding", m.Type, *m.InReplyTo)})
 			return false

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +23,11 @@ import (
 const python = "/usr/bin/python3"
 
 func conformance(t *testing.T, command []string, addrs []string) Conformance {
-	dir := t.TempDir()
+	return conformanceIn(t.TempDir(), command, addrs)
+}
+
+// conformanceIn is conformance with the programs' stderr logs in dir.
+func conformanceIn(dir string, command []string, addrs []string) Conformance {
 	prefix := fmt.Sprintf("test-%d:", time.Now().UnixNano())
 	return Conformance{
 		Keys: [4]string{prefix + "a", prefix + "b", prefix + "c", prefix + "d"},
@@ -58,12 +63,14 @@ func TestCheckFailsBrokenClients(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	got := make([][]Failure, len(cases))
+	logs := make([]string, len(cases))
 	for i, c := range cases {
 		command := []string{python, script, c.mode}
 		if c.mode == "nostart" {
 			command = []string{filepath.Join(t.TempDir(), "no-such-client")}
 		}
-		check := conformance(t, command, nil)
+		logs[i] = t.TempDir()
+		check := conformanceIn(logs[i], command, nil)
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i] = check.Check() }()
 	}
@@ -76,6 +83,12 @@ func TestCheckFailsBrokenClients(t *testing.T) {
 				assert.NotContains(t, f.String(), "\n", "one line per failure")
 			}
 			assert.Contains(t, rules, c.rule, "failures: %v", got[i])
+			files, _ := filepath.Glob(filepath.Join(logs[i], "*.log"))
+			for _, f := range files {
+				st, err := os.Stat(f)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, st.Size(), int64(2*StderrKeep+4096), "a stderr log keeps the first and last MiB only")
+			}
 		})
 	}
 }
@@ -151,4 +164,57 @@ func TestSplitLines(t *testing.T) {
 	v := &Violation{Slot: "c0", Line: cut(strings.Repeat("x", 500)), Rule: RuleJSON, Detail: "bad"}
 	assert.NotContains(t, v.Error(), "\n")
 	assert.Less(t, len(v.Error()), 300)
+}
+
+// A client that breaks a rule mid-run ends the operation in flight with
+// an unknown outcome naming the rule (the loop records info), and the next
+// operation starts it again with a new init.
+func TestMidRunViolationRestarts(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	for _, c := range []struct{ mode, rule string }{{"crash", RuleExit}, {"unknowntype", RuleType}, {"missingfield", RuleField}} {
+		t.Run(c.mode, func(t *testing.T) {
+			l, err := conformance(t, []string{python, filepath.Join("testdata", "broken.py"), c.mode}, nil).Open("c0", nil, nil)
+			require.NoError(t, err)
+			defer l.Close()
+			for range 2 {
+				_, err := l.Acquire(bg, "k")
+				var v *Violation
+				require.ErrorAs(t, err, &v)
+				assert.Equal(t, c.rule, v.Rule)
+				assert.NotErrorIs(t, err, backends.ErrNotAcquired, "an unknown outcome, not a refusal")
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			assert.GreaterOrEqual(t, l.started, 2, "the client was started again")
+		})
+	}
+}
+
+// A client that dies between operations makes the next operation an
+// unknown outcome (what the library held died with it), once.
+func TestDeathBetweenOperations(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	l, err := conformance(t, []string{python, filepath.Join("testdata", "broken.py"), "good"}, nil).Open("c0", nil, nil)
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Acquire(bg, "k")
+	require.NoError(t, err)
+	l.mu.Lock()
+	l.cur.signal(syscall.SIGKILL)
+	l.mu.Unlock()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.died != nil
+	}, 2*time.Second, 10*time.Millisecond)
+	_, err = l.Acquire(bg, "k2")
+	var v *Violation
+	require.ErrorAs(t, err, &v)
+	assert.Equal(t, RuleExit, v.Rule)
+	_, err = l.Acquire(bg, "k3")
+	assert.NoError(t, err, "started again")
 }

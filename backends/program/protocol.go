@@ -30,14 +30,13 @@ const (
 // Error codes of the protocol (Maelstrom's where one exists). Every code
 // not listed as definite is indefinite.
 const (
-	CodeTimeout        = 0
-	CodeNotSupported   = 10
-	CodeUnavailable    = 11
-	CodeMalformed      = 12
-	CodeCrash          = 13
-	CodeAbort          = 14
-	CodeLockHeld       = 40
-	definiteCodesNames = "10, 11, 12, 14, 40"
+	CodeTimeout      = 0
+	CodeNotSupported = 10
+	CodeUnavailable  = 11
+	CodeMalformed    = 12
+	CodeCrash        = 13
+	CodeAbort        = 14
+	CodeLockHeld     = 40
 )
 
 // Definite says whether an error code means the operation certainly did

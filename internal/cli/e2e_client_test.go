@@ -130,6 +130,12 @@ func TestClientProgramRefusals(t *testing.T) {
 	assert.Equal(t, exitUnknown, inv.code)
 	assert.Contains(t, inv.stderr, "hands out no fence")
 
+	// A grant with no lease on a topology whose locks do not live on
+	// sessions: the rule every lock is held to (workloads.LeaseError).
+	inv = lockcheck("run", "--client", "/usr/bin/python3 ../../backends/program/testdata/broken.py nottl", "--client-name", "nottl", "--nemesis", "none", "--time-limit", "5s", "--out", store)
+	assert.Equal(t, exitUnknown, inv.code)
+	assert.Contains(t, inv.stderr, "acquire_ok ttl_ms is 0s")
+
 	inv = lockcheck("client", "check", "--client", bin+" -watchdog", "--client-name", "checked", "--topology", "redis")
 	assert.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
 	assert.Contains(t, inv.stdout, "conforms")
@@ -142,4 +148,20 @@ func readResults(t *testing.T, dir string) *results.Results {
 	var res results.Results
 	require.NoError(t, json.Unmarshal(raw, &res))
 	return &res
+}
+
+// The README's shortest Python client conforms to the protocol as written.
+func TestReadmeClientConforms(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		t.Skip("Debian's python3-redis is not installed (scripts/setup)")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	section := string(readme)[strings.Index(string(readme), "## Test a lock in any language"):]
+	start := strings.Index(section, "```python\n") + len("```python\n")
+	end := start + strings.Index(section[start:], "```")
+	script := filepath.Join(t.TempDir(), "my_lock.py")
+	require.NoError(t, os.WriteFile(script, []byte(section[start:end]), 0o644))
+	inv := lockcheck("client", "check", "--client", "/usr/bin/python3 "+script, "--client-name", "readme", "--topology", "redis")
+	assert.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
 }

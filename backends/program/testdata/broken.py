@@ -44,7 +44,10 @@ for line in sys.stdin:
             send({"type": "error", "in_reply_to": mid, "code": 40, "text": "held"})
         else:
             n += 1
-            held[req["key"]] = time.monotonic() + req.get("ttl_ms", 300) / 1000
-            send({"type": "acquire_ok", "in_reply_to": mid, "token": "t%d" % n, "ttl_ms": 300})
+            held[req["key"]] = time.monotonic() + 0.3
+            reply = {"type": "acquire_ok", "in_reply_to": mid, "token": "%s-t%d" % (id(held), n), "ttl_ms": 300}
+            if mode == "nottl":
+                del reply["ttl_ms"]
+            send(reply)
     elif t == "release":
         send({"type": "release_ok", "in_reply_to": mid, "deleted": held.pop(req["key"], 0) > time.monotonic()})
