@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,6 +47,9 @@ type File struct {
 	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
+	// file is the file the scenario was read from (ReadFile), which
+	// lockcheck scenario run --file runs; a shipped one runs by its name.
+	file string
 }
 
 // Step is one action of the timeline.
@@ -148,6 +153,30 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &f, nil
+}
+
+// ReadFile reads and validates the scenario in the file at path.
+func ReadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if f.file, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// CommandLine is the lockcheck command line that runs the scenario again.
+func (f *File) CommandLine() []string {
+	if f.file != "" {
+		return []string{"lockcheck", "scenario", "run", "--file", f.file}
+	}
+	return []string{"lockcheck", "scenario", "run", f.Name}
 }
 
 // Marshal writes the scenario as YAML that Parse reads back, leaving out

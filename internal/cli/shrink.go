@@ -34,6 +34,11 @@ func newShrinkCmd() *cobra.Command {
 		programs = catalog.Programs{}
 		// runtimeParams gives --runtime and the images as run params.
 		runtimeParams func() (map[string]string, error)
+		// from, f and runParams are what PreRunE read: the scenario's
+		// file, the scenario and the run params.
+		from      string
+		f         *scenario.File
+		runParams map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "shrink RUN_DIR|FILE",
@@ -56,26 +61,24 @@ regress only after several restarts wiped the counters) keeps the timeline
 long when every failed check must come back; --fail lease_safety shrinks
 toward the broken lock alone.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		// The scenario is read and preflighted before anything runs.
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
 			if tries < 1 {
 				return fmt.Errorf("--tries %d: expected at least 1", tries)
 			}
 			if budget <= 0 {
 				return fmt.Errorf("--budget %s: expected a positive duration such as 10m", budget)
 			}
-			from, err := shrinkSource(args[0])
-			if err != nil {
+			if from, err = shrinkSource(args[0]); err != nil {
 				return err
 			}
-			f, err := readScenario(from)
-			if err != nil {
+			if f, err = scenario.ReadFile(from); err != nil {
 				return err
 			}
 			if f, err = failOnly(f, fail); err != nil {
 				return err
 			}
-			runParams, err := runtimeParams()
-			if err != nil {
+			if runParams, err = runtimeParams(); err != nil {
 				return err
 			}
 			if out == "" {
@@ -84,6 +87,9 @@ toward the broken lock alone.`,
 			if _, err := harness.Preflight(f.Config(out, programs, runParams)); err != nil {
 				return fmt.Errorf("%s: %w", from, err)
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			w := cmd.OutOrStdout()
@@ -174,14 +180,6 @@ func failOnly(f *scenario.File, checks []string) (*scenario.File, error) {
 	c := *f
 	c.Expect.Fail = checks
 	return &c, nil
-}
-
-func readScenario(path string) (*scenario.File, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return scenario.Parse(path, data)
 }
 
 // describeMinimal names the minimal scenario and tells, in its explain,

@@ -95,7 +95,7 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 	f := &scenario.File{
 		Name:        "repro-" + name,
 		Title:       fmt.Sprintf("Reproduction of run %s (%s)", name, strings.Join(FailedChecks(cfg.Fenced(), &res.Checks), ", ")),
-		Source:      strings.Join(cfg.CommandLine, " "),
+		Source:      results.RerunCommand(cfg),
 		Backend:     cfg.Backend,
 		Variant:     cfg.Variant,
 		Workload:    cfg.Workload,
