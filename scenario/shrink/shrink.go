@@ -34,15 +34,35 @@ type Options struct {
 
 // Outcome is where the search ended.
 type Outcome struct {
+	// Minimal is the smallest scenario that reproduced, nil when the
+	// starting one never did (or the search stopped before it could say).
 	Minimal *scenario.File
+	// Replays of the starting scenario, and how many reproduced.
+	Replays, Reproduced int
 	// Tried and Kept count candidates; OutOfBudget says the search was cut
 	// short before no step could be removed.
 	Tried, Kept int
 	OutOfBudget bool
 }
 
+// NotReproduced is a starting scenario that failed the same checks in none
+// of its replays: there is nothing to shrink.
+type NotReproduced struct {
+	Replays int
+	// Why is what the first replay showed instead.
+	Why string
+}
+
+func (e *NotReproduced) Error() string {
+	return fmt.Sprintf("reproduced in 0 of %d replays (the first: %s): a step likely missed the moment the failure needs "+
+		"(the race it met in the original run did not happen again), so there is nothing to shrink and nothing was written; "+
+		"aim the step with when: at that moment, or replay it with more --tries", e.Replays, e.Why)
+}
+
 // Shrink searches, from f, for a smaller scenario that run still finds
-// failing. f itself is not rerun: it is the failure's reproduction.
+// failing. It replays f opts.Tries times first: a shrink claims only what
+// it saw, so a scenario that reproduces in none of them is refused
+// (*NotReproduced), and Outcome says how often it did.
 func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Outcome, error) {
 	if opts.Tries < 1 {
 		opts.Tries = 1
@@ -56,7 +76,20 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 		ctx, cancel = context.WithTimeoutCause(ctx, opts.Budget, errOutOfBudget)
 		defer cancel()
 	}
-	s := &search{ctx: ctx, run: run, opts: opts, best: f}
+	s := &search{ctx: ctx, run: run, opts: opts}
+	var out Outcome
+	out.Reproduced, out.Replays = s.replay(f)
+	switch {
+	case s.stopped():
+		out.OutOfBudget = parent.Err() == nil
+		if out.OutOfBudget {
+			return out, fmt.Errorf("the budget ran out while replaying the starting scenario (%d of %d replays reproduced)", out.Reproduced, out.Replays)
+		}
+		return out, parent.Err()
+	case out.Reproduced == 0:
+		return out, &NotReproduced{Replays: out.Replays, Why: s.firstMiss}
+	}
+	s.best = f
 	// What the scenario is made of goes first (its steps, its clients),
 	// then how long each part lasts: a budget that runs out leaves the
 	// fewest parts.
@@ -68,7 +101,7 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 		changed = s.earlierSteps() || changed
 		changed = s.shorterLimit() || changed
 	}
-	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped() && parent.Err() == nil}
+	out.Minimal, out.Tried, out.Kept, out.OutOfBudget = s.best, s.tried, s.kept, s.stopped() && parent.Err() == nil
 	// Interrupted (not out of budget): the smallest so far, and why.
 	return out, parent.Err()
 }
@@ -82,6 +115,36 @@ type search struct {
 	opts        Options
 	best        *scenario.File
 	tried, kept int
+	// firstMiss is what the first replay of the starting scenario that
+	// did not reproduce showed instead.
+	firstMiss string
+}
+
+// replay runs the starting scenario opts.Tries times, every one of them
+// (its rate is the point), and returns how many reproduced of how many
+// ran.
+func (s *search) replay(f *scenario.File) (reproduced, ran int) {
+	for i := 1; i <= s.opts.Tries && !s.stopped(); i++ {
+		ok, err := s.run(s.ctx, f)
+		if s.stopped() {
+			break
+		}
+		ran++
+		if ok {
+			reproduced++
+			fmt.Fprintf(s.opts.Log, "replay %d of %d: reproduced\n", i, s.opts.Tries)
+			continue
+		}
+		why := "it did not fail the same checks"
+		if err != nil {
+			why = err.Error()
+		}
+		if s.firstMiss == "" {
+			s.firstMiss = why
+		}
+		fmt.Fprintf(s.opts.Log, "replay %d of %d: %s\n", i, s.opts.Tries, why)
+	}
+	return reproduced, ran
 }
 
 func (s *search) stopped() bool { return s.ctx.Err() != nil }
