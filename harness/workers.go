@@ -67,8 +67,18 @@ type worker struct {
 	keepParked bool
 	parkedAt   string
 	exited     bool
-	// grantInvoke and grantOK time the latest grant on the history's clock.
+	// grantInvoke and grantOK time the latest grant on the history's clock;
+	// grantNodes are the nodes that granted it (a multi-node lock's).
 	grantInvoke, grantOK int64
+	grantNodes           []string
+}
+
+// GrantNodes implements nemesis.GrantNodes: the nodes that granted the
+// latest grant, for a multi-node lock (Redlock, redsync); none otherwise.
+func (w *worker) GrantNodes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grantNodes
 }
 
 // Grant implements nemesis.GrantTimes: when the latest grant was asked for
@@ -219,6 +229,10 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 	case e.Type == history.OK && e.F == history.FAcquire:
 		if w.pending != nil {
 			w.grantInvoke, w.grantOK = w.pending.Time, e.Time
+			w.grantNodes = nil
+			if e.Value != nil {
+				w.grantNodes = e.Value.Nodes
+			}
 		}
 		w.pending = nil
 		w.holding[e.Key] = true

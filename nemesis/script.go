@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +22,8 @@ type Action struct {
 	// Do is the verb: pause, resume, kill, restart, clock or fault.
 	Do     string
 	Target string
-	// For ends a pause after this long (0: until a resume or the end).
+	// For ends a pause, or puts a clock back, after this long (0: until a
+	// resume, a clock step with no offset, or the end).
 	For time.Duration
 	// Offset is the wall clock offset a clock action sets.
 	Offset time.Duration
@@ -31,15 +33,40 @@ type Action struct {
 	Fault string
 }
 
-// Trigger is a moment of one client: "acquired" (it holds the lock) or the
-// name of a failpoint, where the client is held until the action is done.
+// Trigger is a moment of one client: "acquired" (it holds the lock),
+// "bare-majority" (it holds the lock on a bare majority of the nodes, Node
+// among them if set) or the name of a failpoint, where the client is held
+// until the action is done.
 type Trigger struct {
 	Client  string
 	Reaches string
+	// Node, for bare-majority, is a node that must be among those that
+	// granted.
+	Node string
 }
 
-// MomentAcquired is the trigger moment "the client holds the lock".
-const MomentAcquired = "acquired"
+// Moments a trigger can wait for besides the failpoints: the client holds
+// the lock (MomentAcquired); it holds it on a bare majority of the nodes,
+// the race of Redlock's double grants, where one node that forgets (a
+// clock jump, a restart with no data) lets another client win the others
+// (MomentBareMajority).
+const (
+	MomentAcquired     = "acquired"
+	MomentBareMajority = "bare-majority"
+)
+
+// GrantNodes is a client of a multi-node lock that says which nodes granted
+// its latest grant (backends.Grant.Nodes).
+type GrantNodes interface {
+	GrantNodes() []string
+}
+
+// BareMajority says whether nodes, those that granted a lock, are a bare
+// majority of a service of n nodes (at least three: one node alone has no
+// majority to split).
+func BareMajority(nodes []string, n int) bool {
+	return n >= 3 && len(nodes) == n/2+1
+}
 
 // Verbs of scripted actions.
 var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "fault"}
@@ -192,7 +219,19 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		if _, err := jumpClock(ctx, env, c, a.Offset); err != nil {
 			return Landing{}, err
 		}
-		return landed("%s's clock jumped %s", t.Name(), signed(a.Offset)), nil
+		if a.For <= 0 {
+			return landed("%s's clock jumped %s", t.Name(), signed(a.Offset)), nil
+		}
+		// A jump for a while is put back after it, however long the
+		// step waited for its moment, while later steps go on.
+		pauses.Add(1)
+		go func() {
+			defer pauses.Done()
+			sleepCtx(ctx, a.For)
+			resetClock(ctx, env, c)
+			recordLanding(ctx, env, a.Do, landed("%s's clock jumped %s for %s", t.Name(), signed(a.Offset), a.For), nil)
+		}()
+		return Landing{Landed: true}, nil
 	}
 	return Landing{}, fmt.Errorf("unknown action %q", a.Do)
 }
@@ -208,15 +247,19 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 	if !ok {
 		return nil, fmt.Errorf("%s is not a client", tr.Client)
 	}
-	if tr.Reaches == MomentAcquired {
-		for {
-			if h, ok := env.Targets.Holder(); ok && h.Name() == c.Name() {
-				return nil, nil
-			}
-			if !sleepWhile(ctx, 2*time.Millisecond) {
-				return nil, ctx.Err()
-			}
+	switch tr.Reaches {
+	case MomentAcquired:
+		return nil, pollUntil(ctx, func() bool { return holds(env, c) })
+	case MomentBareMajority:
+		g, ok := t.(GrantNodes)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot say which nodes granted its lock", tr.Client)
 		}
+		n := len(env.Targets.Nodes())
+		return nil, pollUntil(ctx, func() bool {
+			nodes := g.GrantNodes()
+			return holds(env, c) && BareMajority(nodes, n) && (tr.Node == "" || slices.Contains(nodes, tr.Node))
+		})
 	}
 	for {
 		leave, err := c.ParkAt(ctx, tr.Reaches)
@@ -225,6 +268,26 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 		}
 		return leave, err
 	}
+}
+
+// pollUntil checks cond every 2ms (a client holds the lock for its think
+// time, 20ms by default) until it holds or ctx ends.
+func pollUntil(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if !sleepWhile(ctx, 2*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// holds says whether client c holds a lock right now.
+func holds(env *Env, c Client) bool {
+	if l, ok := env.Targets.(HolderLister); ok {
+		return slices.ContainsFunc(l.Holders(), func(h Client) bool { return h.Name() == c.Name() })
+	}
+	h, ok := env.Targets.Holder()
+	return ok && h.Name() == c.Name()
 }
 
 func sleepWhile(ctx context.Context, d time.Duration) bool {

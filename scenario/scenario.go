@@ -64,11 +64,14 @@ type Step struct {
 	Fault  string   `yaml:"fault,omitempty"`
 }
 
-// When waits for a client to reach a moment: "acquired" or a failpoint
-// such as before-write (right after its lease check).
+// When waits for a client to reach a moment: "acquired", "bare-majority"
+// (it holds the lock on a bare majority of the nodes, Node among them if
+// given) or a failpoint such as before-write (right after its lease
+// check).
 type When struct {
 	Client  string `yaml:"client"`
 	Reaches string `yaml:"reaches"`
+	Node    string `yaml:"node,omitempty"`
 }
 
 // Expect is the outcome the scenario must show.
@@ -267,7 +270,7 @@ var (
 		"map[string]string": "a mapping",
 		"[]scenario.Step":   "a list of steps, each with at, do and target",
 		"scenario.Step":     "a step with at, do and target",
-		"scenario.When":     "a mapping such as {client: c0, reaches: before-write}",
+		"scenario.When":     "a mapping such as {client: c0, reaches: before-write} or {client: c1, reaches: bare-majority, node: redlock-4}",
 		"scenario.Expect":   "a mapping with verdict, fail, hold and counts",
 	}
 )
@@ -355,6 +358,9 @@ func (f *File) validate() error {
 		clients[fmt.Sprintf("c%d", i)] = true
 	}
 	moments := append([]string{nemesis.MomentAcquired, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
+	if len(nodes) >= 3 {
+		moments = append(moments, nemesis.MomentBareMajority)
+	}
 	for i, s := range f.Timeline {
 		at := fmt.Sprintf("timeline[%d]", i)
 		if !slices.Contains(nemesis.ScriptVerbs, s.Do) {
@@ -366,6 +372,12 @@ func (f *File) validate() error {
 			}
 			if !slices.Contains(moments, s.When.Reaches) {
 				return f.errAt(at+".when", "unknown moment %q (choose one of: %s)", s.When.Reaches, strings.Join(moments, ", "))
+			}
+			switch {
+			case s.When.Node != "" && s.When.Reaches != nemesis.MomentBareMajority:
+				return f.errAt(at+".when", "node %q: only %s names a node; drop node or wait for %s", s.When.Node, nemesis.MomentBareMajority, nemesis.MomentBareMajority)
+			case s.When.Node != "" && !nodes[s.When.Node]:
+				return f.errAt(at+".when", "unknown node %q (this scenario has %s)", s.When.Node, names(nodes))
 			}
 		}
 		if s.Do == "fault" {
@@ -450,7 +462,7 @@ func (f *File) Actions() []nemesis.Action {
 	for _, s := range f.Timeline {
 		a := nemesis.Action{At: s.At.D(), Do: s.Do, Target: s.Target, For: s.For.D(), Offset: s.Offset.D(), Wipe: s.Wipe, Fault: s.Fault}
 		if s.When != nil {
-			a.When = &nemesis.Trigger{Client: s.When.Client, Reaches: s.When.Reaches}
+			a.When = &nemesis.Trigger{Client: s.When.Client, Reaches: s.When.Reaches, Node: s.When.Node}
 		}
 		out = append(out, a)
 	}

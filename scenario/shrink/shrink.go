@@ -228,8 +228,14 @@ func DescribeStep(st scenario.Step) string {
 	if st.Offset != 0 {
 		out += " by " + st.Offset.D().String()
 	}
+	if st.Wipe {
+		out += " wiped"
+	}
 	if st.When != nil {
 		out += " when " + st.When.Client + " reaches " + st.When.Reaches
+		if st.When.Node != "" {
+			out += " with " + st.When.Node
+		}
 	}
 	return out + " at " + st.At.D().String()
 }
