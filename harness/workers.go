@@ -71,6 +71,16 @@ type worker struct {
 	// grantNodes are the nodes that granted it (a multi-node lock's).
 	grantInvoke, grantOK int64
 	grantNodes           []string
+	// emptyRelease is when the latest release that deleted nothing
+	// completed, on the history's clock.
+	emptyRelease int64
+}
+
+// EmptyRelease implements nemesis.EmptyReleases.
+func (w *worker) EmptyRelease() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.emptyRelease
 }
 
 // GrantNodes implements nemesis.GrantNodes: the nodes that granted the
@@ -238,6 +248,11 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 		w.holding[e.Key] = true
 		if e.Value != nil {
 			w.session = e.Value.Session
+		}
+	case e.Type == history.OK && e.F == history.FRelease:
+		w.pending = nil
+		if e.Value != nil && e.Value.Accepted != nil && !*e.Value.Accepted {
+			w.emptyRelease = e.Time
 		}
 	case e.Type == history.Info:
 		// The process is retired: it no longer acts on anything it held.

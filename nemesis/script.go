@@ -49,11 +49,19 @@ type Trigger struct {
 // the lock (MomentAcquired); it holds it on a bare majority of the nodes,
 // the race of Redlock's double grants, where one node that forgets (a
 // clock jump, a restart with no data) lets another client win the others
-// (MomentBareMajority).
+// (MomentBareMajority); its release found nothing to delete, the lock it
+// thought it held was gone or another's (MomentEmptyRelease).
 const (
 	MomentAcquired     = "acquired"
 	MomentBareMajority = "bare-majority"
+	MomentEmptyRelease = "empty-release"
 )
+
+// EmptyReleases is a client that says when its latest release that
+// deleted nothing completed, on the history's clock (0: none yet).
+type EmptyReleases interface {
+	EmptyRelease() int64
+}
 
 // GrantNodes is a client of a multi-node lock that says which nodes granted
 // its latest grant (backends.Grant.Nodes).
@@ -260,6 +268,13 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 			nodes := g.GrantNodes()
 			return holds(env, c) && BareMajority(nodes, n) && (tr.Node == "" || slices.Contains(nodes, tr.Node))
 		})
+	case MomentEmptyRelease:
+		r, ok := t.(EmptyReleases)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot say whether its releases deleted anything", tr.Client)
+		}
+		since := history.Now()
+		return nil, pollUntil(ctx, func() bool { return r.EmptyRelease() > since })
 	}
 	for {
 		leave, err := c.ParkAt(ctx, tr.Reaches)

@@ -19,6 +19,7 @@ var moments = map[string]string{
 	workloads.FailpointBeforeAcquire:    "before it asks for the lock",
 	nemesis.MomentAcquired:              "as soon as it holds the lock",
 	nemesis.MomentBareMajority:          "as soon as it holds the lock on a bare majority of the nodes",
+	nemesis.MomentEmptyRelease:          "as soon as a release of its deletes nothing",
 }
 
 // Incident tells what the timeline is, in the terms of the accounts its

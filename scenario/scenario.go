@@ -66,8 +66,8 @@ type Step struct {
 
 // When waits for a client to reach a moment: "acquired", "bare-majority"
 // (it holds the lock on a bare majority of the nodes, Node among them if
-// given) or a failpoint such as before-write (right after its lease
-// check).
+// given), "empty-release" (its release deleted nothing) or a failpoint
+// such as before-write (right after its lease check).
 type When struct {
 	Client  string `yaml:"client"`
 	Reaches string `yaml:"reaches"`
@@ -357,7 +357,7 @@ func (f *File) validate() error {
 	for i := 0; i < f.Clients; i++ {
 		clients[fmt.Sprintf("c%d", i)] = true
 	}
-	moments := append([]string{nemesis.MomentAcquired, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
+	moments := append([]string{nemesis.MomentAcquired, nemesis.MomentEmptyRelease, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
 	if len(nodes) >= 3 {
 		moments = append(moments, nemesis.MomentBareMajority)
 	}

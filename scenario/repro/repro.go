@@ -45,7 +45,19 @@ func Write(dir string, h *history.History, res *checker.Result) (string, error) 
 			return path, nil
 		}
 	}
-	return write(path, FromRun(filepath.Base(dir), h, res))
+	return write(path, FromRun(filepath.Base(dir), h, res), header(h.Header.Config))
+}
+
+// header is repro.yaml's opening comment for a run of cfg: how often
+// reproductions of runs like it replayed, as measured, and how to replay
+// this one.
+func header(cfg history.RunConfig) string {
+	rate := results.ReplayRate(cfg)
+	if rate == "" {
+		rate = "no replay rate was measured for reproductions of " + cfg.Backend + " runs under " + results.FaultsName(cfg.Nemesis) +
+			"; lockcheck shrink replays this one --tries times first and says how often it failed"
+	}
+	return "# Replay rate: " + rate + ".\n# Replay it: lockcheck scenario run --file " + File + "\n"
 }
 
 // WriteScenario writes repro.yaml into dir for a run of scenario f that
@@ -55,15 +67,16 @@ func WriteScenario(dir string, f *scenario.File, h *history.History, res *checke
 	if res.Valid != checker.Invalid {
 		return "", nil
 	}
-	return write(filepath.Join(dir, File), FromScenario(f, h, res))
+	return write(filepath.Join(dir, File), FromScenario(f, h, res), "")
 }
 
-// write writes the reproduction f to path, atomically.
-func write(path string, f *scenario.File) (string, error) {
+// write writes the reproduction f to path, atomically, after comment.
+func write(path string, f *scenario.File, comment string) (string, error) {
 	data, err := f.Marshal()
 	if err != nil {
 		return "", err
 	}
+	data = append([]byte(comment), data...)
 	// The file must read back as the scenario it claims to be.
 	if _, err := scenario.Parse(path, data); err != nil {
 		return "", fmt.Errorf("write %s: %w", File, err)
@@ -183,8 +196,29 @@ func steps(h *history.History, res *checker.Result) []int {
 			}
 		}
 	}
+	// A node wiped stays forgetful: the fences a multi-node lock draws
+	// from its counters regress only once several nodes of a majority
+	// forgot theirs, so every wipe before a fence anomaly stays.
+	if last := lastFenceAnomaly(res); last > 0 {
+		for _, e := range h.Events {
+			if e.Process == history.Nemesis && e.F == history.NemKill && e.Value != nil && e.Value.Step != nil &&
+				e.Value.Detail == nemesis.DetailWiped && e.Time <= last && !slices.Contains(out, *e.Value.Step) {
+				out = append(out, *e.Value.Step)
+			}
+		}
+	}
 	slices.Sort(out)
 	return out
+}
+
+// lastFenceAnomaly is when the last fence regression or duplicate was
+// seen, 0 when none was.
+func lastFenceAnomaly(res *checker.Result) int64 {
+	var last int64
+	for _, a := range res.Checks.Fencing.Anomalies {
+		last = max(last, a.Later.OK)
+	}
+	return last
 }
 
 // timeLimit ends the reproduction shortly after the last anomaly it
