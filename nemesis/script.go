@@ -63,6 +63,13 @@ type EmptyReleases interface {
 	EmptyRelease() int64
 }
 
+// BareMajorityWait is how long a timeline leaves a step to meet a
+// bare-majority moment: a grant on a bare majority is a race the clients
+// win now and then (a few grants in a hundred, of any client on any
+// majority); on Redlock with 5 clients and a 1s TTL a given client was
+// granted on one including a given node about once every 5 s.
+const BareMajorityWait = 15 * time.Second
+
 // GrantNodes is a client of a multi-node lock that says which nodes granted
 // its latest grant (backends.Grant.Nodes).
 type GrantNodes interface {

@@ -270,7 +270,7 @@ var (
 		"map[string]string": "a mapping",
 		"[]scenario.Step":   "a list of steps, each with at, do and target",
 		"scenario.Step":     "a step with at, do and target",
-		"scenario.When":     "a mapping such as {client: c0, reaches: before-write} or {client: c1, reaches: bare-majority, node: redlock-4}",
+		"scenario.When":     "a mapping such as {client: c0, reaches: before-write}",
 		"scenario.Expect":   "a mapping with verdict, fail, hold and counts",
 	}
 )

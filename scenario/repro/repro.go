@@ -234,7 +234,10 @@ func timeLimit(h *history.History, res *checker.Result, tl []scenario.Step) time
 	}
 	for _, s := range tl {
 		last := s.At.D() + s.For.D()
-		if s.When != nil {
+		switch {
+		case s.When != nil && s.When.Reaches == nemesis.MomentBareMajority:
+			last += nemesis.BareMajorityWait // room to meet the race again
+		case s.When != nil:
 			last += ttl // it started looking a lease early
 		}
 		end = max(end, last)

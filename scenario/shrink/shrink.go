@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/scenario"
 )
 
@@ -377,12 +378,16 @@ func (s *search) shorterLimit() bool {
 // tail is the shortest time limit that still holds every step's fault and
 // what follows it: four leases and a second after the last step ends (a
 // paused holder's late write, the next grants), and at least that after
-// the start.
+// the start; a step waiting for a bare majority has room to meet it.
 func tail(f *scenario.File) scenario.Duration {
 	after := f.TTL*4 + scenario.Duration(time.Second)
 	end := scenario.Duration(0)
 	for _, st := range f.Timeline {
-		end = max(end, st.At+st.For)
+		stepEnd := st.At + st.For
+		if st.When != nil && st.When.Reaches == nemesis.MomentBareMajority {
+			stepEnd += scenario.Duration(nemesis.BareMajorityWait) // room to meet the race
+		}
+		end = max(end, stepEnd)
 	}
 	return roundMs(end + after)
 }
