@@ -70,6 +70,12 @@ type EmptyReleases interface {
 // granted on one including a given node about once every 5 s.
 const BareMajorityWait = 15 * time.Second
 
+// AnyClient, as a trigger's client, waits for the moment in whichever
+// client reaches it first: clients are alike, and a race such as a grant on
+// a bare majority comes several times as often to one of five clients as
+// to a given one. Only bare-majority takes it.
+const AnyClient = "any"
+
 // GrantNodes is a client of a multi-node lock that says which nodes granted
 // its latest grant (backends.Grant.Nodes).
 type GrantNodes interface {
@@ -254,6 +260,17 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 // await waits until the trigger's client reaches its moment. At a
 // failpoint the client is held there; the returned leave lets it go on.
 func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
+	if tr.Client == AnyClient && tr.Reaches == MomentBareMajority {
+		n := len(env.Targets.Nodes())
+		return nil, pollUntil(ctx, func() bool {
+			for _, c := range env.Targets.Clients() {
+				if onBareMajority(env, c, n, tr.Node) {
+					return true
+				}
+			}
+			return false
+		})
+	}
 	t, ok := env.Targets.Lookup(tr.Client)
 	if !ok {
 		return nil, fmt.Errorf("no client %q in this run", tr.Client)
@@ -266,15 +283,11 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 	case MomentAcquired:
 		return nil, pollUntil(ctx, func() bool { return holds(env, c) })
 	case MomentBareMajority:
-		g, ok := t.(GrantNodes)
-		if !ok {
+		if _, ok := t.(GrantNodes); !ok {
 			return nil, fmt.Errorf("%s cannot say which nodes granted its lock", tr.Client)
 		}
 		n := len(env.Targets.Nodes())
-		return nil, pollUntil(ctx, func() bool {
-			nodes := g.GrantNodes()
-			return holds(env, c) && BareMajority(nodes, n) && (tr.Node == "" || slices.Contains(nodes, tr.Node))
-		})
+		return nil, pollUntil(ctx, func() bool { return onBareMajority(env, c, n, tr.Node) })
 	case MomentEmptyRelease:
 		r, ok := t.(EmptyReleases)
 		if !ok {
@@ -301,6 +314,17 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// onBareMajority says whether client c holds a lock right now granted by a
+// bare majority of the service's n nodes, node among them if set.
+func onBareMajority(env *Env, c Client, n int, node string) bool {
+	g, ok := c.(GrantNodes)
+	if !ok {
+		return false
+	}
+	nodes := g.GrantNodes()
+	return holds(env, c) && BareMajority(nodes, n) && (node == "" || slices.Contains(nodes, node))
 }
 
 // holds says whether client c holds a lock right now.

@@ -60,6 +60,12 @@ func TestScriptWaitsForTheMoment(t *testing.T) {
 			require.Zero(t, node.Clock(), "none of those is the moment")
 			c.set(true, "redis-1", "redis-2", "redis-4")
 		}},
+		{"any client's grant on a bare majority", Trigger{Client: AnyClient, Reaches: MomentBareMajority}, func(t *testing.T, c *grantingClient, node *fakeNode) {
+			c.set(false, "redis-1", "redis-2", "redis-4") // released already
+			time.Sleep(20 * time.Millisecond)
+			require.Zero(t, node.Clock(), "a grant let go is not the moment")
+			c.set(true, "redis-0", "redis-2", "redis-3")
+		}},
 		{"a release that deleted nothing", Trigger{Client: "c0", Reaches: MomentEmptyRelease}, func(_ *testing.T, c *grantingClient, _ *fakeNode) {
 			c.mu.Lock()
 			c.empty = history.Now()

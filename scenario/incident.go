@@ -117,8 +117,11 @@ func (f *File) stepPhrase(st Step) string {
 	switch {
 	case st.When != nil:
 		who := st.When.Client
-		if who == st.Target {
+		switch who {
+		case st.Target:
 			who = "it"
+		case nemesis.AnyClient:
+			who = "any client"
 		}
 		s += " when " + who + " reaches " + st.When.Reaches
 		if m, ok := moments[st.When.Reaches]; ok {

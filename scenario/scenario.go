@@ -66,7 +66,7 @@ type Step struct {
 
 // When waits for a client to reach a moment: "acquired", "bare-majority"
 // (it holds the lock on a bare majority of the nodes, Node among them if
-// given), "empty-release" (its release deleted nothing) or a failpoint
+// given; Client may be "any" for this one), "empty-release" (its release deleted nothing) or a failpoint
 // such as before-write (right after its lease check).
 type When struct {
 	Client  string `yaml:"client"`
@@ -367,7 +367,10 @@ func (f *File) validate() error {
 			return f.errAt(at+".do", "unknown action %q (choose one of: %s)", s.Do, strings.Join(nemesis.ScriptVerbs, ", "))
 		}
 		if s.When != nil {
-			if !clients[s.When.Client] {
+			if s.When.Client == nemesis.AnyClient && s.When.Reaches != nemesis.MomentBareMajority {
+				return f.errAt(at+".when", "client %q: only %s waits for any client; name one (this scenario has %s)", nemesis.AnyClient, nemesis.MomentBareMajority, names(clients))
+			}
+			if !clients[s.When.Client] && s.When.Client != nemesis.AnyClient {
 				return f.errAt(at+".when", "unknown client %q (this scenario has %s)", s.When.Client, names(clients))
 			}
 			if !slices.Contains(moments, s.When.Reaches) {
