@@ -196,14 +196,15 @@ func steps(h *history.History, res *checker.Result) []int {
 			}
 		}
 	}
-	// A node wiped stays forgetful: the fences a multi-node lock draws
-	// from its counters regress only once several nodes of a majority
-	// forgot theirs, so every wipe before a fence anomaly stays.
+	// Fences are state the whole run built: a multi-node lock's fences
+	// from counters on its nodes regress once the nodes of a majority fell
+	// behind the others, by every wipe that reset a counter and every
+	// pause that sent the grants to other nodes. Every step before the
+	// last fence anomaly stays.
 	if last := lastFenceAnomaly(res); last > 0 {
-		for _, e := range h.Events {
-			if e.Process == history.Nemesis && e.F == history.NemKill && e.Value != nil && e.Value.Step != nil &&
-				e.Value.Detail == nemesis.DetailWiped && e.Time <= last && !slices.Contains(out, *e.Value.Step) {
-				out = append(out, *e.Value.Step)
+		for _, f := range res.Faults {
+			if f.Step != nil && f.Start <= last && !slices.Contains(out, *f.Step) {
+				out = append(out, *f.Step)
 			}
 		}
 	}

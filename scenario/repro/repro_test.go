@@ -243,3 +243,17 @@ func TestFromRunPinsWhatTheRunDrew(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "fault", f.Timeline[len(f.Timeline)-1].Do, "the partition is replayed as itself: %+v", f.Timeline)
 }
+
+// Fences are state the whole run built: a fence anomaly keeps every step
+// before it, the partition long before among them.
+func TestFromRunKeepsWhatBuiltTheFences(t *testing.T) {
+	h, res := redlockRun()
+	t0 := res.Span.Start
+	res.Checks.Fencing = checker.Fencing{Regressions: 1, Anomalies: []checker.FenceAnomaly{{
+		Kind: "regression", Earlier: checker.Grant{OK: t0 + 20_000*ms}, Later: checker.Grant{Invoke: t0 + 20_100*ms, OK: t0 + 20_200*ms},
+	}}}
+	f, err := scenario.Parse(File, must(FromRun("run-5", h, res).Marshal()))
+	require.NoError(t, err)
+	require.Len(t, f.Timeline, 3, "%+v", f.Timeline)
+	assert.Equal(t, scenario.Step{At: scenario.Duration(13 * time.Second), Do: "fault", Fault: "partition"}, f.Timeline[2])
+}
