@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // Action is one step of a scripted timeline, the exact schedule of an
@@ -261,15 +262,7 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 // failpoint the client is held there; the returned leave lets it go on.
 func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 	if tr.Client == AnyClient && tr.Reaches == MomentBareMajority {
-		n := len(env.Targets.Nodes())
-		return nil, pollUntil(ctx, func() bool {
-			for _, c := range env.Targets.Clients() {
-				if onBareMajority(env, c, n, tr.Node) {
-					return true
-				}
-			}
-			return false
-		})
+		return awaitBareMajority(ctx, env, nil, tr.Node)
 	}
 	t, ok := env.Targets.Lookup(tr.Client)
 	if !ok {
@@ -286,8 +279,7 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 		if _, ok := t.(GrantNodes); !ok {
 			return nil, fmt.Errorf("%s cannot say which nodes granted its lock", tr.Client)
 		}
-		n := len(env.Targets.Nodes())
-		return nil, pollUntil(ctx, func() bool { return onBareMajority(env, c, n, tr.Node) })
+		return awaitBareMajority(ctx, env, c, tr.Node)
 	case MomentEmptyRelease:
 		r, ok := t.(EmptyReleases)
 		if !ok {
@@ -314,6 +306,62 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// awaitBareMajority waits for client c (any client when nil) to hold the
+// lock on a bare majority with node among them, and holds it there, at its
+// lease check (before-lease-check: slow, not stopped), so that the step
+// acts while the lease it won stands: the harness learns of a grant
+// milliseconds after it, and a client's critical section is 20ms. The
+// returned leave lets the client go once another client holds the lock
+// too, or the client's lease is about to end, whichever is first (as
+// clock-pause holds its client): the race the step opens is the one the
+// run met, not one this machine's speed decides. A client that released
+// before it was held (ErrMissed) is waited for again.
+func awaitBareMajority(ctx context.Context, env *Env, c Client, node string) (func(), error) {
+	n := len(env.Targets.Nodes())
+	for {
+		var found Client
+		err := pollUntil(ctx, func() bool {
+			candidates := []Client{c}
+			if c == nil {
+				candidates = env.Targets.Clients()
+			}
+			for _, cand := range candidates {
+				if onBareMajority(env, cand, n, node) {
+					found = cand
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return nil, err
+		}
+		leave, err := found.ParkAt(ctx, workloads.FailpointBeforeLeaseCheck)
+		if errors.Is(err, ErrMissed) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			waitOtherHolder(ctx, env, found, leaseLeft(env, found))
+			leave()
+		}, nil
+	}
+}
+
+// leaseLeft is how long c's latest grant has left, less the checker's
+// clock allowance: from its invoke, as the checker counts it; half the TTL
+// when c cannot say when it asked.
+func leaseLeft(env *Env, c Client) time.Duration {
+	if gt, ok := c.(GrantTimes); ok {
+		if invoke, _ := gt.Grant(); invoke > 0 {
+			return time.Duration(invoke + int64(env.TTL) - leaseAllowance(env.TTL) - history.Now())
+		}
+	}
+	return env.TTL / 2
 }
 
 // onBareMajority says whether client c holds a lock right now granted by a

@@ -104,6 +104,9 @@ func TestScriptWaitsForTheMoment(t *testing.T) {
 			verbs, _ := rec.list()
 			assert.Equal(t, history.NemClockJump, verbs[0])
 			assert.Less(t, time.Since(happened), time.Second)
+			if when.Reaches == MomentBareMajority {
+				assert.Equal(t, []string{"before-lease-check"}, c.parked, "the client is held at its lease check while the step acts")
+			}
 		})
 	}
 }
