@@ -21,6 +21,9 @@ var replayRates = []struct {
 	{"etcd", []string{"pause-holder"}, "10 of 10"},
 	{"redlock", []string{"clock-pause"}, "10 of 10"},
 	{"sentinel", []string{"failover-lost-lock"}, "10 of 10"},
+	// Measured 2026-12-01 on --wipe --ttl 1s --time-limit 30s runs that
+	// failed resource and fencing (seeds 4 and 10).
+	{"redlock", []string{"pause-node", "kill-restart", "clock-skew"}, "10 of 10"},
 }
 
 // ReplayRate says how often reproductions of runs like cfg's (its backend
