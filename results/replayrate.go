@@ -22,7 +22,7 @@ var replayRates = []struct {
 	{"redlock", []string{"clock-pause"}, "10 of 10"},
 	{"sentinel", []string{"failover-lost-lock"}, "10 of 10"},
 	// Measured 2026-12-01 on --wipe --ttl 1s --time-limit 30s runs that
-	// failed resource and fencing (seeds 4 and 10).
+	// failed resource and fencing (seeds 4, 6 and 10).
 	{"redlock", []string{"pause-node", "kill-restart", "clock-skew"}, "10 of 10"},
 }
 
