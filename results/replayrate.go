@@ -24,6 +24,8 @@ var replayRates = []struct {
 	// Measured 2026-12-01 on --wipe --ttl 1s --time-limit 30s runs that
 	// failed resource and fencing (seeds 4, 6 and 10).
 	{"redlock", []string{"pause-node", "kill-restart", "clock-skew"}, "10 of 10"},
+	// Measured 2026-12-01 on a --ttl 1s --time-limit 30s run (seed 1).
+	{"sentinel", []string{"failover-pause", "pause-holder", "kill-restart"}, "8 of 10"},
 }
 
 // ReplayRate says how often reproductions of runs like cfg's (its backend
