@@ -2,7 +2,10 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strings"
+	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
@@ -55,3 +58,12 @@ const (
 	ParamAddr      = "addr"
 	ParamKeyPrefix = "key_prefix"
 )
+
+// NewKeyPrefix is the prefix of a run's lock keys on a service that is
+// already running, new for each run so that two runs (or a run and its
+// reproduction) never share a key: lockcheck:<time>-<random>:.
+func NewKeyPrefix() string {
+	id := make([]byte, 3)
+	rand.Read(id)
+	return "lockcheck:" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(id) + ":"
+}

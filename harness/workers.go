@@ -67,8 +67,13 @@ type worker struct {
 	keepParked bool
 	parkedAt   string
 	exited     bool
-	// grantInvoke and grantOK time the latest grant on the history's clock.
+	// grantInvoke and grantOK time the latest grant on the history's clock;
+	// grantNodes are the nodes that granted it (a multi-node lock's).
 	grantInvoke, grantOK int64
+	grantNodes           []string
+	// emptyRelease is when the latest release that deleted nothing
+	// completed, on the history's clock.
+	emptyRelease int64
 	// ready is closed once the worker opened its lock client, gone once
 	// it exited; failed says why it could not open it.
 	ready, gone chan struct{}
@@ -80,6 +85,21 @@ func (w *worker) failure() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.failed
+}
+
+// EmptyRelease implements nemesis.EmptyReleases.
+func (w *worker) EmptyRelease() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.emptyRelease
+}
+
+// GrantNodes implements nemesis.GrantNodes: the nodes that granted the
+// latest grant, for a multi-node lock (Redlock, redsync); none otherwise.
+func (w *worker) GrantNodes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grantNodes
 }
 
 // Grant implements nemesis.GrantTimes: when the latest grant was asked for
@@ -241,11 +261,20 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 	case e.Type == history.OK && e.F == history.FAcquire:
 		if w.pending != nil {
 			w.grantInvoke, w.grantOK = w.pending.Time, e.Time
+			w.grantNodes = nil
+			if e.Value != nil {
+				w.grantNodes = e.Value.Nodes
+			}
 		}
 		w.pending = nil
 		w.holding[e.Key] = true
 		if e.Value != nil {
 			w.session = e.Value.Session
+		}
+	case e.Type == history.OK && e.F == history.FRelease:
+		w.pending = nil
+		if e.Value != nil && e.Value.Accepted != nil && !*e.Value.Accepted {
+			w.emptyRelease = e.Time
 		}
 	case e.Type == history.Info:
 		// The process is retired: it no longer acts on anything it held.

@@ -358,7 +358,11 @@ func ParseSettings(params map[string]string) (Settings, error) {
 // wipeDetail is how a restart's events describe what the node kept.
 func (s Settings) wipeDetail() string {
 	if s.Wipe {
-		return "data wiped"
+		return DetailWiped
 	}
 	return "data kept"
 }
+
+// DetailWiped is the Detail of the kill and start events of a node
+// restarted with its data wiped.
+const DetailWiped = "data wiped"

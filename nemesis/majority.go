@@ -262,7 +262,7 @@ func killRestartAll(ctx context.Context, env *Env, nodes []Restarter, delay time
 			// back; a failed restart is recorded by restart.
 			kill(env, n, history.Value{Detail: "killed while stopped: a restart drops the SETs queued in its sockets, which SIGCONT would apply"}) //nolint:errcheck
 			sleepCtx(ctx, delay)
-			restart(ctx, env, n, true, "data wiped") //nolint:errcheck
+			restart(ctx, env, n, true, DetailWiped) //nolint:errcheck
 		}()
 	}
 	wg.Wait()

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // Action is one step of a scripted timeline, the exact schedule of an
@@ -21,7 +23,8 @@ type Action struct {
 	// Do is the verb: pause, resume, kill, restart, clock or fault.
 	Do     string
 	Target string
-	// For ends a pause after this long (0: until a resume or the end).
+	// For ends a pause, or puts a clock back, after this long (0: until a
+	// resume, a clock step with no offset, or the end).
 	For time.Duration
 	// Offset is the wall clock offset a clock action sets.
 	Offset time.Duration
@@ -31,15 +34,61 @@ type Action struct {
 	Fault string
 }
 
-// Trigger is a moment of one client: "acquired" (it holds the lock) or the
-// name of a failpoint, where the client is held until the action is done.
+// Trigger is a moment of one client: "acquired" (it holds the lock),
+// "bare-majority" (it holds the lock on a bare majority of the nodes, Node
+// among them if set) or the name of a failpoint, where the client is held
+// until the action is done.
 type Trigger struct {
 	Client  string
 	Reaches string
+	// Node, for bare-majority, is a node that must be among those that
+	// granted.
+	Node string
 }
 
-// MomentAcquired is the trigger moment "the client holds the lock".
-const MomentAcquired = "acquired"
+// Moments a trigger can wait for besides the failpoints: the client holds
+// the lock (MomentAcquired); it holds it on a bare majority of the nodes,
+// the race of Redlock's double grants, where one node that forgets (a
+// clock jump, a restart with no data) lets another client win the others
+// (MomentBareMajority); its release found nothing to delete, the lock it
+// thought it held was gone or another's (MomentEmptyRelease).
+const (
+	MomentAcquired     = "acquired"
+	MomentBareMajority = "bare-majority"
+	MomentEmptyRelease = "empty-release"
+)
+
+// EmptyReleases is a client that says when its latest release that
+// deleted nothing completed, on the history's clock (0: none yet).
+type EmptyReleases interface {
+	EmptyRelease() int64
+}
+
+// BareMajorityWait is how long a timeline leaves a step to meet a
+// bare-majority moment: a grant on a bare majority is a race the clients
+// win now and then (a few grants in a hundred, of any client on any
+// majority); on Redlock with 5 clients and a 1s TTL a given client was
+// granted on one including a given node about once every 5 s.
+const BareMajorityWait = 15 * time.Second
+
+// AnyClient, as a trigger's client, waits for the moment in whichever
+// client reaches it first: clients are alike, and a race such as a grant on
+// a bare majority comes several times as often to one of five clients as
+// to a given one. Only bare-majority takes it.
+const AnyClient = "any"
+
+// GrantNodes is a client of a multi-node lock that says which nodes granted
+// its latest grant (backends.Grant.Nodes).
+type GrantNodes interface {
+	GrantNodes() []string
+}
+
+// BareMajority says whether nodes, those that granted a lock, are a bare
+// majority of a service of n nodes (at least three: one node alone has no
+// majority to split).
+func BareMajority(nodes []string, n int) bool {
+	return n >= 3 && len(nodes) == n/2+1
+}
 
 // Verbs of scripted actions.
 var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "fault"}
@@ -192,7 +241,19 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		if _, err := jumpClock(ctx, env, c, a.Offset); err != nil {
 			return Landing{}, err
 		}
-		return landed("%s's clock jumped %s", t.Name(), signed(a.Offset)), nil
+		if a.For <= 0 {
+			return landed("%s's clock jumped %s", t.Name(), signed(a.Offset)), nil
+		}
+		// A jump for a while is put back after it, however long the
+		// step waited for its moment, while later steps go on.
+		pauses.Add(1)
+		go func() {
+			defer pauses.Done()
+			sleepCtx(ctx, a.For)
+			resetClock(ctx, env, c)
+			recordLanding(ctx, env, a.Do, landed("%s's clock jumped %s for %s", t.Name(), signed(a.Offset), a.For), nil)
+		}()
+		return Landing{Landed: true}, nil
 	}
 	return Landing{}, fmt.Errorf("unknown action %q", a.Do)
 }
@@ -200,6 +261,9 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 // await waits until the trigger's client reaches its moment. At a
 // failpoint the client is held there; the returned leave lets it go on.
 func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
+	if tr.Client == AnyClient && tr.Reaches == MomentBareMajority {
+		return awaitBareMajority(ctx, env, nil, tr.Node)
+	}
 	t, ok := env.Targets.Lookup(tr.Client)
 	if !ok {
 		return nil, fmt.Errorf("no client %q in this run", tr.Client)
@@ -208,15 +272,21 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 	if !ok {
 		return nil, fmt.Errorf("%s is not a client", tr.Client)
 	}
-	if tr.Reaches == MomentAcquired {
-		for {
-			if h, ok := env.Targets.Holder(); ok && h.Name() == c.Name() {
-				return nil, nil
-			}
-			if !sleepWhile(ctx, 2*time.Millisecond) {
-				return nil, ctx.Err()
-			}
+	switch tr.Reaches {
+	case MomentAcquired:
+		return nil, pollUntil(ctx, func() bool { return holds(env, c) })
+	case MomentBareMajority:
+		if _, ok := t.(GrantNodes); !ok {
+			return nil, fmt.Errorf("%s cannot say which nodes granted its lock", tr.Client)
 		}
+		return awaitBareMajority(ctx, env, c, tr.Node)
+	case MomentEmptyRelease:
+		r, ok := t.(EmptyReleases)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot say whether its releases deleted anything", tr.Client)
+		}
+		since := history.Now()
+		return nil, pollUntil(ctx, func() bool { return r.EmptyRelease() > since })
 	}
 	for {
 		leave, err := c.ParkAt(ctx, tr.Reaches)
@@ -225,6 +295,94 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 		}
 		return leave, err
 	}
+}
+
+// pollUntil checks cond every 2ms (a client holds the lock for its think
+// time, 20ms by default) until it holds or ctx ends.
+func pollUntil(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		if !sleepWhile(ctx, 2*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// awaitBareMajority waits for client c (any client when nil) to hold the
+// lock on a bare majority with node among them, and holds it there, at its
+// lease check (before-lease-check: slow, not stopped), so that the step
+// acts while the lease it won stands: the harness learns of a grant
+// milliseconds after it, and a client's critical section is 20ms. The
+// returned leave lets the client go once another client holds the lock
+// too, or the client's lease is about to end, whichever is first (as
+// clock-pause holds its client): the race the step opens is the one the
+// run met, not one this machine's speed decides. A client that released
+// before it was held (ErrMissed) is waited for again.
+func awaitBareMajority(ctx context.Context, env *Env, c Client, node string) (func(), error) {
+	n := len(env.Targets.Nodes())
+	for {
+		var found Client
+		err := pollUntil(ctx, func() bool {
+			candidates := []Client{c}
+			if c == nil {
+				candidates = env.Targets.Clients()
+			}
+			for _, cand := range candidates {
+				if onBareMajority(env, cand, n, node) {
+					found = cand
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			return nil, err
+		}
+		leave, err := found.ParkAt(ctx, workloads.FailpointBeforeLeaseCheck)
+		if errors.Is(err, ErrMissed) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			waitOtherHolder(ctx, env, found, leaseLeft(env, found))
+			leave()
+		}, nil
+	}
+}
+
+// leaseLeft is how long c's latest grant has left, less the checker's
+// clock allowance: from its invoke, as the checker counts it; half the TTL
+// when c cannot say when it asked.
+func leaseLeft(env *Env, c Client) time.Duration {
+	if gt, ok := c.(GrantTimes); ok {
+		if invoke, _ := gt.Grant(); invoke > 0 {
+			ends, _ := history.LeaseEnds(invoke, invoke, env.TTL, history.ClockAllowance(env.TTL))
+			return time.Duration(ends - history.Now())
+		}
+	}
+	return env.TTL / 2
+}
+
+// onBareMajority says whether client c holds a lock right now granted by a
+// bare majority of the service's n nodes, node among them if set.
+func onBareMajority(env *Env, c Client, n int, node string) bool {
+	g, ok := c.(GrantNodes)
+	if !ok {
+		return false
+	}
+	nodes := g.GrantNodes()
+	return holds(env, c) && BareMajority(nodes, n) && (node == "" || slices.Contains(nodes, node))
+}
+
+// holds says whether client c holds a lock right now.
+func holds(env *Env, c Client) bool {
+	if l, ok := env.Targets.(HolderLister); ok {
+		return slices.ContainsFunc(l.Holders(), func(h Client) bool { return h.Name() == c.Name() })
+	}
+	h, ok := env.Targets.Holder()
+	return ok && h.Name() == c.Name()
 }
 
 func sleepWhile(ctx context.Context, d time.Duration) bool {

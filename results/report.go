@@ -109,7 +109,7 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 		Landing:      LandingLine(res.FaultLanding),
 		Timeline:     newTimeline(h, res, span),
 		Charts:       newCharts(h, res, span),
-		Reproduce:    shellJoin(cfg.CommandLine),
+		Reproduce:    RerunCommand(cfg),
 		Versions:     versionRows(cfg.Versions),
 		CSP:          contentPolicy(reportScriptText),
 		Script:       reportScript,
@@ -242,6 +242,12 @@ func fieldRows(s any, t0 int64) []kv {
 	}
 	return rows
 }
+
+// RerunCommand is the command line that runs the test of cfg again, as the
+// report, the summary and repro.yaml's source print it: the command line
+// the run recorded (which lockcheck wrote so that it parses back), quoted
+// for a shell.
+func RerunCommand(cfg history.RunConfig) string { return shellJoin(cfg.CommandLine) }
 
 // shellJoin prints a command line so it can be pasted into a shell.
 func shellJoin(args []string) string {

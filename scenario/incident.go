@@ -18,6 +18,8 @@ var moments = map[string]string{
 	workloads.FailpointBeforeLeaseCheck: "after its work, before its lease check",
 	workloads.FailpointBeforeAcquire:    "before it asks for the lock",
 	nemesis.MomentAcquired:              "as soon as it holds the lock",
+	nemesis.MomentBareMajority:          "as soon as it holds the lock on a bare majority of the nodes",
+	nemesis.MomentEmptyRelease:          "as soon as a release of its deletes nothing",
 }
 
 // Incident tells what the timeline is, in the terms of the accounts its
@@ -96,6 +98,8 @@ func (f *File) stepPhrase(st Step) string {
 		s = "clock jump of " + signed(st.Offset.D()) + " on " + st.Target
 		if st.Offset == 0 {
 			s = "clock reset on " + st.Target
+		} else if st.For > 0 {
+			s += " for " + st.For.D().String()
 		}
 	case "restart":
 		s = "restart of " + st.Target
@@ -113,11 +117,17 @@ func (f *File) stepPhrase(st Step) string {
 	switch {
 	case st.When != nil:
 		who := st.When.Client
-		if who == st.Target {
+		switch who {
+		case st.Target:
 			who = "it"
+		case nemesis.AnyClient:
+			who = "any client"
 		}
 		s += " when " + who + " reaches " + st.When.Reaches
 		if m, ok := moments[st.When.Reaches]; ok {
+			if st.When.Node != "" {
+				m += ", " + st.When.Node + " among them"
+			}
 			s += " (" + m + ")"
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -87,11 +88,11 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 	// Parse found the backend; the pause outlasts the lease it grants.
 	b, _, _ := catalog.Lookup(f.Backend, f.Variant)
 	lease := b.GrantedLease(ttl, params)
-	return harness.Config{
+	cfg := harness.Config{
 		Run: history.RunConfig{
 			Backend: f.Backend, Variant: f.Variant, Workload: f.Workload, FenceSource: f.FenceSource,
 			Resource: f.Resource, Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, Think: f.Think,
-			CommandLine: []string{"lockcheck", "scenario", "run", f.Name},
+			CommandLine: f.CommandLine(),
 			Params:      params,
 			Scenario:    &history.ScenarioInfo{Name: f.Name, Title: f.Title, Source: f.Source, Explain: f.Explain},
 		},
@@ -99,6 +100,15 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 		Interval: f.TimeLimit.D(), Think: f.Think, Retry: 10 * time.Millisecond, OpTimeout: time.Second,
 		Script: f.Actions(), Logger: slog.Default(),
 	}
+	if addrs := params[harness.ParamAddr]; addrs != "" {
+		// The reproduction of a run against a service that was already
+		// running (--addr) runs against that service again, under keys of
+		// its own.
+		cfg.Addrs = strings.Split(addrs, ",")
+		cfg.KeyPrefix = harness.NewKeyPrefix()
+		params[harness.ParamKeyPrefix] = cfg.KeyPrefix
+	}
+	return cfg
 }
 
 // Outcome is what running a scenario showed.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -50,6 +52,9 @@ type File struct {
 	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
+	// file is the file the scenario was read from (ReadFile), which
+	// lockcheck scenario run --file runs; a shipped one runs by its name.
+	file string
 }
 
 // Client is a lock client program, as run's --client, --topology and
@@ -92,11 +97,14 @@ type Step struct {
 	Fault  string   `yaml:"fault,omitempty"`
 }
 
-// When waits for a client to reach a moment: "acquired" or a failpoint
+// When waits for a client to reach a moment: "acquired", "bare-majority"
+// (it holds the lock on a bare majority of the nodes, Node among them if
+// given; Client may be "any" for this one), "empty-release" (its release deleted nothing) or a failpoint
 // such as before-write (right after its lease check).
 type When struct {
 	Client  string `yaml:"client"`
 	Reaches string `yaml:"reaches"`
+	Node    string `yaml:"node,omitempty"`
 }
 
 // Expect is the outcome the scenario must show.
@@ -181,6 +189,30 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &f, nil
+}
+
+// ReadFile reads and validates the scenario in the file at path.
+func ReadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if f.file, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// CommandLine is the lockcheck command line that runs the scenario again.
+func (f *File) CommandLine() []string {
+	if f.file != "" {
+		return []string{"lockcheck", "scenario", "run", "--file", f.file}
+	}
+	return []string{"lockcheck", "scenario", "run", f.Name}
 }
 
 // Marshal writes the scenario as YAML that Parse reads back, leaving out
@@ -361,20 +393,32 @@ func (f *File) validate() error {
 	for i := 0; i < f.Clients; i++ {
 		clients[fmt.Sprintf("c%d", i)] = true
 	}
-	moments := append([]string{nemesis.MomentAcquired, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
+	moments := append([]string{nemesis.MomentAcquired, nemesis.MomentEmptyRelease, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
+	if len(nodes) >= 3 {
+		moments = append(moments, nemesis.MomentBareMajority)
+	}
 	for i, s := range f.Timeline {
 		at := fmt.Sprintf("timeline[%d]", i)
 		if !slices.Contains(nemesis.ScriptVerbs, s.Do) {
 			return f.errAt(at+".do", "unknown action %q (choose one of: %s)", s.Do, strings.Join(nemesis.ScriptVerbs, ", "))
 		}
 		if s.When != nil {
-			if !clients[s.When.Client] {
+			if s.When.Client == nemesis.AnyClient && s.When.Reaches != nemesis.MomentBareMajority {
+				return f.errAt(at+".when", "client %q: only %s waits for any client; name one (this scenario has %s)", nemesis.AnyClient, nemesis.MomentBareMajority, names(clients))
+			}
+			if !clients[s.When.Client] && s.When.Client != nemesis.AnyClient {
 				return f.errAt(at+".when", "unknown client %q (this scenario has %s)", s.When.Client, names(clients))
 			}
 			// A client program declares its failpoints when it starts:
 			// the run refuses a step waiting for one it does not have.
 			if b.Client == nil && !slices.Contains(moments, s.When.Reaches) {
 				return f.errAt(at+".when", "unknown moment %q (choose one of: %s)", s.When.Reaches, strings.Join(moments, ", "))
+			}
+			switch {
+			case s.When.Node != "" && s.When.Reaches != nemesis.MomentBareMajority:
+				return f.errAt(at+".when", "node %q: only %s names a node; drop node or wait for %s", s.When.Node, nemesis.MomentBareMajority, nemesis.MomentBareMajority)
+			case s.When.Node != "" && !nodes[s.When.Node]:
+				return f.errAt(at+".when", "unknown node %q (this scenario has %s)", s.When.Node, names(nodes))
 			}
 		}
 		if s.Do == "fault" {
@@ -459,7 +503,7 @@ func (f *File) Actions() []nemesis.Action {
 	for _, s := range f.Timeline {
 		a := nemesis.Action{At: s.At.D(), Do: s.Do, Target: s.Target, For: s.For.D(), Offset: s.Offset.D(), Wipe: s.Wipe, Fault: s.Fault}
 		if s.When != nil {
-			a.When = &nemesis.Trigger{Client: s.When.Client, Reaches: s.When.Reaches}
+			a.When = &nemesis.Trigger{Client: s.When.Client, Reaches: s.When.Reaches, Node: s.When.Node}
 		}
 		out = append(out, a)
 	}

@@ -264,3 +264,22 @@ func TestLivenessCanFail(t *testing.T) {
 	assert.Equal(t, "fails", c.Lines[i].Expected)
 	assert.Contains(t, c.Lines[i].Observed, "failed: The lock was orphaned")
 }
+
+// A reproduction of a run against a service that was already running
+// (--addr, recorded in its params) runs against the same service, under
+// keys of its own.
+func TestConfigTargetsTheAddressesOfTheRun(t *testing.T) {
+	f, err := Parse("repro.yaml", []byte(`name: repro-addr
+backend: redis
+ttl: 500ms
+clients: 2
+time_limit: 3s
+params: {addr: "127.0.0.1:6379,127.0.0.1:6380", key_prefix: "lockcheck:old:"}
+expect: {verdict: "false", fail: [lease_safety]}
+`))
+	require.NoError(t, err)
+	cfg := f.Config(t.TempDir(), nil, nil)
+	assert.Equal(t, []string{"127.0.0.1:6379", "127.0.0.1:6380"}, cfg.Addrs)
+	assert.NotEqual(t, "lockcheck:old:", cfg.KeyPrefix, "keys of its own")
+	assert.Equal(t, cfg.KeyPrefix, cfg.Run.Params[harness.ParamKeyPrefix])
+}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
@@ -47,6 +46,8 @@ type compareFlags struct {
 	clients           []string
 	topology          string
 	clientInitTimeout time.Duration
+	// cells are the matrix as PreRunE planned it.
+	cells []cell
 }
 
 func newCompareCmd() *cobra.Command {
@@ -83,6 +84,10 @@ cell is unknown, could not run, or the comparison was interrupted.`,
   lockcheck compare --backends redlock,redsync --nemesis signature,kill-restart --time-limit 30s
   lockcheck compare --client 'python3 plain.py' --client 'python3 watchdog.py' --topology redis --nemesis none,pause-holder`,
 		Args: cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) (err error) {
+			f.cells, err = f.plan(cmd)
+			return err
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return runCompare(cmd, f) },
 	}
 	fl := cmd.Flags()
@@ -243,10 +248,7 @@ func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
 }
 
 func runCompare(cmd *cobra.Command, f *compareFlags) error {
-	cells, err := f.plan(cmd)
-	if err != nil {
-		return err
-	}
+	cells := f.cells
 	dir, err := results.NewCompareDir(f.run.out, time.Now())
 	if err != nil {
 		return err
@@ -431,17 +433,10 @@ func compareExit(c *results.Comparison) error {
 // its backend, workload and faults, the time limit, the seed, and every
 // other flag the user gave compare.
 func cellCommandLine(cmd *cobra.Command, f runFlags, faults []string) []string {
-	line := []string{"lockcheck", "run", "--backend", f.backend, "--variant", f.variant, "--workload", f.workload,
+	lead := []string{"lockcheck", "run", "--backend", f.backend, "--variant", f.variant, "--workload", f.workload,
 		"--nemesis", orNone(faults), "--time-limit", f.limit.String()}
-	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		switch fl.Name {
-		case "backends", "workloads", "nemesis", "seed", "time-limit", "out":
-			return
-		}
-		line = append(line, "--"+fl.Name, fl.Value.String())
-	})
 	if !cmd.Flags().Changed("fence-source") && f.fenceSource != cmd.Flags().Lookup("fence-source").DefValue {
-		line = append(line, "--fence-source", f.fenceSource) // chosen for the cell (planCells)
+		lead = append(lead, "--fence-source", f.fenceSource) // chosen for the cell (planCells)
 	}
-	return append(line, "--seed", strconv.FormatInt(f.seed, 10))
+	return commandLine(cmd, lead, f.seed, "backends", "workloads", "nemesis", "time-limit", "out", "shard")
 }

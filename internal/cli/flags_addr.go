@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 
@@ -34,9 +31,7 @@ func addrFlags(fl *pflag.FlagSet) func(*harness.Config) error {
 		}
 		cfg.Addrs, cfg.KeyPrefix = *addrs, *prefix
 		if !fl.Changed("key-prefix") {
-			id := make([]byte, 3)
-			rand.Read(id)
-			cfg.KeyPrefix = "lockcheck:" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(id) + ":"
+			cfg.KeyPrefix = harness.NewKeyPrefix()
 		}
 		cfg.Run.Params[harness.ParamAddr] = strings.Join(cfg.Addrs, ",")
 		cfg.Run.Params[harness.ParamKeyPrefix] = cfg.KeyPrefix

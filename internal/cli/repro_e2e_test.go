@@ -142,7 +142,7 @@ func TestShrinkLeavesTheStepThatBreaksTheLock(t *testing.T) {
 	assert.Equal(t, "pause", m.Timeline[0].Do)
 	assert.NotNil(t, m.Timeline[0].When)
 	assert.Equal(t, []string{"resource"}, m.Expect.Fail)
-	assert.Contains(t, m.Explain, "Shrunk from 2 steps")
+	assert.Regexp(t, `^The scenario shrink started from \(2 steps, 3 clients, 4s\) failed resource in [12] of 2 replays\. This one \(1 step, `, m.Explain)
 	// The write-up says the step in the articles' terms.
 	assert.Regexp(t, `The timeline is one pause of c[01] for`, m.Explain)
 	assert.Contains(t, m.Explain, "when it reaches before-write (right after its lease check, before its write)")
@@ -155,4 +155,25 @@ func TestShrinkLeavesTheStepThatBreaksTheLock(t *testing.T) {
 		assert.NotContains(t, m.Explain, "longer than its")
 	}
 	t.Logf("shrink:\n%s", inv.stdout)
+}
+
+// A scenario that does not fail as it expects is no failure to shrink:
+// shrink says its replay rate in one line and writes nothing.
+func TestShrinkRefusesAScenarioThatDoesNotReproduce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "incident.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`name: holds
+backend: redis
+ttl: 300ms
+clients: 2
+time_limit: 1s
+expect: {verdict: "false", fail: [lease_safety]}
+`), 0o644))
+	inv := lockcheck("scenario", "shrink", file, "--tries", "2")
+	assert.Equal(t, exitUnknown, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
+	assert.Contains(t, inv.stderr, "reproduced in 0 of 2 replays")
+	assert.Contains(t, inv.stderr, "missed the moment")
+	assert.NoFileExists(t, filepath.Join(dir, MinimalFile))
 }

@@ -51,7 +51,22 @@ type runFlags struct {
 }
 
 func newRunCmd() *cobra.Command {
-	var f runFlags
+	cmd, _ := runCommand()
+	return cmd
+}
+
+// plannedRun is a run as its flags configure it, preflighted: what run's
+// PreRunE leaves for its RunE (and for a test that parses a command line
+// without running it).
+type plannedRun struct {
+	f   runFlags
+	cfg harness.Config
+}
+
+// runCommand is the run command and the run it plans from its flags.
+func runCommand() (*cobra.Command, *plannedRun) {
+	p := &plannedRun{}
+	f := &p.f
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a test against a real lock service and check it",
@@ -72,13 +87,14 @@ could not be done.`,
   lockcheck run --variant setnx-expire --nemesis kill-client
   lockcheck run --client 'python3 my_lock.py' --topology redis --nemesis pause-holder
   lockcheck images build && lockcheck run --runtime docker --backend sentinel --nemesis partition --pause 5s`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runTest(cmd, f) },
+		Args:    cobra.NoArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return p.plan(cmd) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runTest(cmd, p) },
 	}
 	fl := cmd.Flags()
-	addTestFlags(fl, &f)
-	addRunFlags(fl, &f, 20*time.Second)
-	return cmd
+	addTestFlags(fl, f)
+	addRunFlags(fl, f, 20*time.Second)
+	return cmd, p
 }
 
 // addTestFlags declares the flags that say what one test runs (backend,
@@ -189,27 +205,32 @@ func faultHelp() string {
 	return b.String()
 }
 
-func runTest(cmd *cobra.Command, f runFlags) error {
-	if err := f.useClient(); err != nil {
+// plan configures the run from its flags (a lock client program
+// registered as its backend), picking a seed when none was given, and
+// preflights it.
+func (p *plannedRun) plan(cmd *cobra.Command) error {
+	if err := p.f.useClient(); err != nil {
 		return err
 	}
-	faults, err := nemesis.Parse(f.nemesis)
+	faults, err := nemesis.Parse(p.f.nemesis)
 	if err != nil {
 		return err
 	}
-	if f.seed == 0 {
-		f.seed = time.Now().UnixNano()%1_000_000 + 1
+	if p.f.seed == 0 {
+		p.f.seed = time.Now().UnixNano()%1_000_000 + 1
 	}
-	cfg, err := f.config(faults, reproduce(cmd, f.seed))
-	if err != nil {
+	if p.cfg, err = p.f.config(faults, reproduce(cmd, p.f.seed)); err != nil {
 		return err
 	}
-	if _, err := harness.Preflight(cfg); err != nil {
-		return err
-	}
+	_, err = harness.Preflight(p.cfg)
+	return err
+}
+
+func runTest(cmd *cobra.Command, p *plannedRun) error {
+	f, cfg := p.f, p.cfg
 	stdout := cmd.OutOrStdout()
 	fmt.Fprintf(stdout, "lockcheck: %s/%s, %s workload, nemesis %s, seed %d, %s\n",
-		f.backend, cfg.Run.Variant, f.workload, orNone(faults), f.seed, f.limit)
+		f.backend, cfg.Run.Variant, f.workload, orNone(cfg.Run.Nemesis), f.seed, f.limit)
 	opts := checker.Options{LinearizabilityTimeout: f.linTimeout}
 	online := newOnlineCheck(opts, cfg.Run.Fenced(), f.stopOnAnomaly)
 	go online.follow()
@@ -311,18 +332,6 @@ func runAndCheck(ctx context.Context, cfg harness.Config, check dirCheck, opts c
 		return out, v, err
 	}
 	return out, v, nil
-}
-
-// reproduce is the command line that runs the same test (or comparison)
-// again: the flags the user set, and the seed even when lockcheck picked it.
-func reproduce(cmd *cobra.Command, seed int64) []string {
-	line := []string{"lockcheck", cmd.Name()}
-	cmd.Flags().Visit(func(fl *pflag.Flag) {
-		if fl.Name != "seed" {
-			line = append(line, "--"+fl.Name, fl.Value.String())
-		}
-	})
-	return append(line, "--seed", strconv.FormatInt(seed, 10))
 }
 
 func orNone(faults []string) string {

@@ -62,6 +62,9 @@ func newScenarioRunCmd() *cobra.Command {
 		programs = catalog.Programs{}
 		// runtimeParams gives --runtime and the images as run params.
 		runtimeParams func() (map[string]string, error)
+		// files and runParams are what PreRunE read.
+		files     []*scenario.File
+		runParams map[string]string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [NAME ...]",
@@ -73,22 +76,24 @@ error). Each run writes a run directory like lockcheck run does; its report
 explains the scenario in the terms of the account it reproduces. A run that
 ends false also gets repro.yaml: the scenario as run, expecting the checks
 that failed, which lockcheck shrink RUN_DIR starts from.`,
-		RunE: func(cmd *cobra.Command, names []string) error {
-			files, err := pickScenarios(names, all, file)
-			if err != nil {
+		// Every scenario is read and preflighted before the first runs.
+		PreRunE: func(cmd *cobra.Command, names []string) (err error) {
+			if files, err = pickScenarios(names, all, file); err != nil {
 				return err
 			}
-			runParams, err := runtimeParams()
-			if err != nil {
+			if runParams, err = runtimeParams(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			for _, f := range files {
 				if _, err := harness.Preflight(f.Config(out, programs, runParams)); err != nil {
 					return fmt.Errorf("scenario %s: %w", f.Name, err)
 				}
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			failed := 0
 			for _, f := range files {
 				ok, err := runScenario(ctx, cmd.OutOrStdout(), f, out, programs, runParams)
@@ -119,11 +124,7 @@ func pickScenarios(names []string, all bool, file string) ([]*scenario.File, err
 	case file != "" && (all || len(names) > 0):
 		return nil, errors.New("give --file, --all or scenario names, not several")
 	case file != "":
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		f, err := scenario.Parse(file, data)
+		f, err := scenario.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}

@@ -15,9 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
 )
@@ -44,7 +46,19 @@ func Write(dir string, h *history.History, res *checker.Result) (string, error) 
 			return path, nil
 		}
 	}
-	return write(path, FromRun(filepath.Base(dir), h, res))
+	return write(path, FromRun(filepath.Base(dir), h, res), header(h.Header.Config))
+}
+
+// header is repro.yaml's opening comment for a run of cfg: how often
+// reproductions of runs like it replayed, as measured, and how to replay
+// this one.
+func header(cfg history.RunConfig) string {
+	rate := results.ReplayRate(cfg)
+	if rate == "" {
+		rate = "no replay rate was measured for reproductions of " + cfg.Backend + " runs under " + results.FaultsName(cfg.Nemesis) +
+			"; lockcheck shrink replays this one --tries times first and says how often it failed"
+	}
+	return "# Replay rate: " + rate + ".\n# Replay it: lockcheck scenario run --file " + File + "\n"
 }
 
 // WriteScenario writes repro.yaml into dir for a run of scenario f that
@@ -54,15 +68,16 @@ func WriteScenario(dir string, f *scenario.File, h *history.History, res *checke
 	if res.Valid != checker.Invalid {
 		return "", nil
 	}
-	return write(filepath.Join(dir, File), FromScenario(f, h, res))
+	return write(filepath.Join(dir, File), FromScenario(f, h, res), "")
 }
 
-// write writes the reproduction f to path, atomically.
-func write(path string, f *scenario.File) (string, error) {
+// write writes the reproduction f to path, atomically, after comment.
+func write(path string, f *scenario.File, comment string) (string, error) {
 	data, err := f.Marshal()
 	if err != nil {
 		return "", err
 	}
+	data = append([]byte(comment), data...)
 	// The file must read back as the scenario it claims to be.
 	if _, err := scenario.Parse(path, data); err != nil {
 		return "", fmt.Errorf("write %s: %w", File, err)
@@ -96,7 +111,7 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 	f := &scenario.File{
 		Name:        "repro-" + name,
 		Title:       fmt.Sprintf("Reproduction of run %s (%s)", name, strings.Join(FailedChecks(cfg.Fenced(), &res.Checks), ", ")),
-		Source:      strings.Join(cfg.CommandLine, " "),
+		Source:      results.RerunCommand(cfg),
 		Backend:     cfg.Backend,
 		Variant:     cfg.Variant,
 		Workload:    cfg.Workload,
@@ -115,6 +130,7 @@ func FromRun(name string, h *history.History, res *checker.Result) *scenario.Fil
 		f.Client = &scenario.Client{Command: program.JoinCommand(c.Command), Topology: c.Topology, Name: c.Name}
 	}
 	f.Timeline = timeline(h, res, steps(h, res))
+	f.TimeLimit = scenario.Duration(timeLimit(h, res, f.Timeline))
 	return f
 }
 
@@ -130,27 +146,45 @@ func FailedChecks(fenced bool, checks *checker.Checks) []string {
 	return out
 }
 
-// anomalies are the spans of everything a failing check found.
-func anomalies(res *checker.Result, ttl int64) []checker.Interval {
-	var out []checker.Interval
+// anomaly is the span of one thing a failing check found and, for a
+// lease-safety violation, the grant whose lease the later one broke.
+type anomaly struct {
+	checker.Interval
+	earlier *checker.Grant
+}
+
+// anomalies are the spans of everything the failing checks found. The
+// linearizability window (which spans every operation of a failing
+// segment, seconds long) counts only when linearizability is the only
+// check that failed: otherwise the anomalies of the others say where the
+// failure is.
+func anomalies(res *checker.Result, ttl int64, linearizability bool) []anomaly {
+	var out []anomaly
 	for _, v := range res.Checks.LeaseSafety.Evidence {
-		out = append(out, checker.Interval{Start: v.Earlier.Invoke, End: v.Later.OK})
+		out = append(out, anomaly{checker.Interval{Start: v.Earlier.Invoke, End: v.Later.OK}, &v.Earlier})
 	}
 	for _, w := range res.Checks.DoubleOwnership.List {
-		out = append(out, checker.Interval{Start: w.Start, End: w.End})
+		out = append(out, anomaly{Interval: checker.Interval{Start: w.Start, End: w.End}})
 	}
 	for _, a := range res.Checks.Resource.Anomalies {
 		// A lost update is a write computed from a value read up to a
 		// lease earlier.
-		out = append(out, checker.Interval{Start: a.Time - ttl, End: a.Time})
+		out = append(out, anomaly{Interval: checker.Interval{Start: a.Time - ttl, End: a.Time}})
 	}
 	for _, a := range res.Checks.Fencing.Anomalies {
-		out = append(out, checker.Interval{Start: a.Earlier.Invoke, End: a.Later.OK})
+		out = append(out, anomaly{Interval: checker.Interval{Start: a.Earlier.Invoke, End: a.Later.OK}})
 	}
-	if w := res.Checks.Linearizability.Window; w != nil && res.Checks.Linearizability.Result == checker.NotLinearizable {
-		out = append(out, *w)
+	if w := res.Checks.Linearizability.Window; linearizability && w != nil && res.Checks.Linearizability.Result == checker.NotLinearizable {
+		out = append(out, anomaly{Interval: *w})
 	}
 	return out
+}
+
+// onlyLinearizability says whether linearizability is the one check that
+// failed.
+func onlyLinearizability(h *history.History, res *checker.Result) bool {
+	failed := FailedChecks(h.Header.Config.Fenced(), &res.Checks)
+	return len(failed) == 1 && failed[0] == "linearizability"
 }
 
 // steps are the nemesis steps whose faults were in force at some moment of
@@ -159,9 +193,21 @@ func anomalies(res *checker.Result, ttl int64) []checker.Interval {
 func steps(h *history.History, res *checker.Result) []int {
 	ttl := h.Header.Config.TTLms * int64(time.Millisecond)
 	var out []int
-	for _, a := range anomalies(res, ttl) {
+	for _, a := range anomalies(res, ttl, onlyLinearizability(h, res)) {
 		for _, f := range res.Faults {
 			if f.Step != nil && f.Start <= a.End && f.End >= a.Start-ttl && !slices.Contains(out, *f.Step) {
+				out = append(out, *f.Step)
+			}
+		}
+	}
+	// Fences are state the whole run built: a multi-node lock's fences
+	// from counters on its nodes regress once the nodes of a majority fell
+	// behind the others, by every wipe that reset a counter and every
+	// pause that sent the grants to other nodes. Every step before the
+	// last fence anomaly stays.
+	if last := lastFenceAnomaly(res); last > 0 {
+		for _, f := range res.Faults {
+			if f.Step != nil && f.Start <= last && !slices.Contains(out, *f.Step) {
 				out = append(out, *f.Step)
 			}
 		}
@@ -170,11 +216,40 @@ func steps(h *history.History, res *checker.Result) []int {
 	return out
 }
 
-// primitive are the faults whose steps a timeline can say in its own
-// verbs, aimed exactly where the run aimed them; any other fault (one that
-// watches the service, such as a failover or a clock jump on a bare
-// majority) is replayed as itself, and aims itself again.
-var primitive = []string{"pause-holder", "pause-client", "pause-node", "kill-client"}
+// lastFenceAnomaly is when the last fence regression or duplicate was
+// seen, 0 when none was.
+func lastFenceAnomaly(res *checker.Result) int64 {
+	var last int64
+	for _, a := range res.Checks.Fencing.Anomalies {
+		last = max(last, a.Later.OK)
+	}
+	return last
+}
+
+// timeLimit ends the reproduction shortly after the last anomaly it
+// expects and the last of its steps: four leases and a second (a late
+// write, the next grants), within the run's own time limit.
+func timeLimit(h *history.History, res *checker.Result, tl []scenario.Step) time.Duration {
+	cfg := h.Header.Config
+	ttl := time.Duration(cfg.TTLms) * time.Millisecond
+	origin := workloadStart(h)
+	end := time.Duration(0)
+	for _, a := range anomalies(res, int64(ttl), onlyLinearizability(h, res)) {
+		end = max(end, time.Duration(a.End-origin))
+	}
+	for _, s := range tl {
+		last := s.At.D() + s.For.D()
+		switch {
+		case s.When != nil && s.When.Reaches == nemesis.MomentBareMajority:
+			last += nemesis.BareMajorityWait // room to meet the race again
+		case s.When != nil:
+			last += ttl // it started looking a lease early
+		}
+		end = max(end, last)
+	}
+	limit := time.Duration(cfg.TimeLimitMs) * time.Millisecond
+	return min(limit, (end + 4*ttl + time.Second).Round(time.Millisecond))
+}
 
 // timeline turns the chosen steps into scenario steps.
 func timeline(h *history.History, res *checker.Result, chosen []int) []scenario.Step {
@@ -194,21 +269,15 @@ func timeline(h *history.History, res *checker.Result, chosen []int) []scenario.
 		}
 		byStep[step] = append(byStep[step], e)
 	}
+	p := pinner{cfg: cfg, origin: origin, ttl: ttl, nodes: nodeCount(cfg), res: res}
 	var out []scenario.Step
 	for _, n := range chosen {
 		evs := byStep[n]
 		if len(evs) == 0 {
 			continue
 		}
-		at := time.Duration(evs[0].Time - origin)
-		if s, ok := asPrimitive(fault[n], evs, cfg.Clients, ttl); ok {
-			// A step aimed at a failpoint waits for its client there: it
-			// may start looking a lease early.
-			if s.When != nil {
-				at -= ttl
-			}
-			s.At = scenario.Duration(clampAt(at, cfg))
-			out = append(out, s)
+		if pinned := p.pin(fault[n], evs); len(pinned) > 0 {
+			out = append(out, pinned...)
 			continue
 		}
 		if fault[n] == "" {
@@ -216,30 +285,130 @@ func timeline(h *history.History, res *checker.Result, chosen []int) []scenario.
 		}
 		// The fault looks for its moment itself: start it a little before
 		// it found the one it found.
+		at := time.Duration(evs[0].Time - origin)
 		out = append(out, scenario.Step{At: scenario.Duration(clampAt(at-ttl, cfg)), Do: "fault", Fault: fault[n]})
+	}
+	// The steps run in the order the run did them: one that starts
+	// looking for its moment early does not start before the step that
+	// came before it.
+	for i := 1; i < len(out); i++ {
+		out[i].At = max(out[i].At, out[i-1].At)
 	}
 	return out
 }
 
-// asPrimitive says a pause or kill step in the timeline's verbs.
-func asPrimitive(fault string, evs []history.Event, clients int, ttl time.Duration) (scenario.Step, bool) {
-	if !slices.Contains(primitive, fault) {
-		return scenario.Step{}, false
+// pinner says a run's steps in the timeline's verbs.
+type pinner struct {
+	cfg    history.RunConfig
+	origin int64
+	ttl    time.Duration
+	nodes  int
+	res    *checker.Result
+}
+
+// pin says the step of fault that recorded evs as the scenario steps that
+// do exactly what it did, or none when the timeline has no verbs for it
+// (a partition's cut links, a failover, a strobing clock, a fault that
+// waits for its moment in the service itself).
+func (p pinner) pin(fault string, evs []history.Event) []scenario.Step {
+	var out []scenario.Step
+	switch fault {
+	case "pause-holder", "pause-client", "pause-node", "kill-client":
+		for _, e := range evs {
+			if e.F == history.NemPause || e.F == history.NemKill {
+				return []scenario.Step{p.clientStep(e, evs)}
+			}
+		}
+	case "pause-nodes":
+		for _, e := range evs {
+			if e.F == history.NemPause {
+				out = append(out, p.clientStep(e, evs))
+			}
+		}
+	case "kill-restart":
+		if d := p.cfg.Params[nemesis.ParamRestartDelay]; d != "" && d != "0s" {
+			return nil // the restart verb does not wait: the fault keeps its delay
+		}
+		for _, e := range evs {
+			if e.F == history.NemKill {
+				s := scenario.Step{Do: "restart", Target: e.Value.Target, Wipe: e.Value.Detail == nemesis.DetailWiped}
+				out = append(out, p.atMoment(s, e.Time, s.Wipe))
+			}
+		}
+	case "clock-skew":
+		for _, e := range evs {
+			if e.F != history.NemClockJump {
+				continue
+			}
+			offset, err := time.ParseDuration(e.Value.Detail)
+			if err != nil {
+				return nil // a strobe: the fault strobes again
+			}
+			s := scenario.Step{Do: "clock", Target: e.Value.Target, Offset: scenario.Duration(offset)}
+			for _, r := range evs {
+				if r.F == history.NemClockReset && r.Value.Target == e.Value.Target && r.Time > e.Time {
+					s.For = scenario.Duration(time.Duration(r.Time - e.Time).Round(time.Millisecond))
+					break
+				}
+			}
+			out = append(out, p.atMoment(s, e.Time, offset > 0))
+		}
 	}
-	for _, e := range evs {
-		if e.F != history.NemPause && e.F != history.NemKill {
-			continue
-		}
-		s := scenario.Step{Do: e.F, Target: clientName(e.Value.Target, clients)}
-		if e.F == history.NemPause {
-			s.For = scenario.Duration(pauseLength(e, evs))
-		}
-		if fp := e.Value.Failpoint; fp != "" {
-			s.When = &scenario.When{Client: s.Target, Reaches: fp}
-		}
-		return s, true
+	return out
+}
+
+// clientStep says a pause or kill of a client or node as the run did it,
+// at its failpoint if it waited at one.
+func (p pinner) clientStep(e history.Event, evs []history.Event) scenario.Step {
+	s := scenario.Step{Do: e.F, Target: clientName(e.Value.Target, p.cfg.Clients)}
+	if e.F == history.NemPause {
+		s.For = scenario.Duration(pauseLength(e, evs))
 	}
-	return scenario.Step{}, false
+	// From the step's first event: a failpoint's arrival comes before
+	// the pause.
+	at := time.Duration(evs[0].Time - p.origin)
+	if fp := e.Value.Failpoint; fp != "" {
+		// A step aimed at a failpoint waits for its client there: it may
+		// start looking a lease early.
+		s.When = &scenario.When{Client: s.Target, Reaches: fp}
+		at -= p.ttl
+	}
+	s.At = scenario.Duration(clampAt(at, p.cfg))
+	return s
+}
+
+// atMoment times step s, done at t: when it made a node forget the keys it
+// holds (forgets) while a lease that a later grant broke stood on a bare
+// majority with that node among them, it waits for that moment again
+// (bare-majority: any client granted on a bare majority that includes the
+// node), starting to look a lease early; otherwise it runs at t.
+func (p pinner) atMoment(s scenario.Step, t int64, forgets bool) scenario.Step {
+	at := time.Duration(t - p.origin)
+	if forgets {
+		for _, v := range p.res.Checks.LeaseSafety.Evidence {
+			g := v.Earlier
+			if t >= g.Invoke && t <= v.Later.OK && slices.Contains(g.Nodes, s.Target) && nemesis.BareMajority(g.Nodes, p.nodes) {
+				// Whichever client is granted so: the race comes five
+				// times as often to one of five clients as to the one
+				// that won it in the run.
+				s.When = &scenario.When{Client: nemesis.AnyClient, Reaches: nemesis.MomentBareMajority, Node: s.Target}
+				at -= p.ttl
+				break
+			}
+		}
+	}
+	s.At = scenario.Duration(clampAt(at, p.cfg))
+	return s
+}
+
+// nodeCount is how many nodes the run's service has, 0 when the backend is
+// not in this program.
+func nodeCount(cfg history.RunConfig) int {
+	b, _, err := catalog.Lookup(cfg.Backend, cfg.Variant)
+	if err != nil {
+		return 0
+	}
+	return len(b.Nodes(catalog.Programs{}, cfg.Params))
 }
 
 // pauseLength is how long a pause lasted: as asked, else until its resume.

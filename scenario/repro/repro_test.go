@@ -76,7 +76,7 @@ func TestFromRunRoundTrips(t *testing.T) {
 	assert.Equal(t, "unfenced", f.Workload)
 	assert.Equal(t, 500*time.Millisecond, f.TTL.D())
 	assert.Equal(t, 3, f.Clients)
-	assert.Equal(t, 10*time.Second, f.TimeLimit.D())
+	assert.Equal(t, 8002*time.Millisecond, f.TimeLimit.D(), "four leases and a second after the lost update at 5.002s")
 	assert.Equal(t, map[string]string{"k": "v"}, f.Params)
 	assert.Equal(t, "false", f.Expect.Verdict)
 	assert.ElementsMatch(t, []string{"double_ownership", "resource"}, f.Expect.Fail)
@@ -114,7 +114,9 @@ func TestWrite(t *testing.T) {
 	path, err := Write(dir, h, res)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, File), path)
-	assert.FileExists(t, path)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Regexp(t, `^# Replay rate: reproductions of redis runs under pause-holder failed the same checks in \d+ of 10 replays \(measured; README\)\.\n`, string(data))
 
 	// A run that ended true writes none, and leaves no stale one behind.
 	res.Valid = checker.Valid
@@ -165,4 +167,93 @@ func TestWriteScenario(t *testing.T) {
 	path, err = WriteScenario(dir, f, h, res)
 	require.NoError(t, err)
 	assert.Empty(t, path, "a scenario run that did not end false has nothing to reproduce")
+}
+
+// redlockRun is a Redlock run of 5 clients that broke lease safety: c1 was
+// granted on redlock-2, -3 and -5 (a bare majority), step 2 jumped
+// redlock-5's clock +20s while c1 held the lock and put it back 2s later,
+// and c3 was granted on redlock-1, -4 and -5 within c1's lease. Step 1
+// restarted redlock-2 wiped 700ms before; step 3, a partition 9s later,
+// was in force only in the linearizability window.
+func redlockRun() (*history.History, *checker.Result) {
+	t0 := int64(1_000_000_000)
+	nem := func(t int64, f string, v history.Value) history.Event {
+		return history.Event{Time: t0 + t*ms, Process: history.Nemesis, Type: history.Info, F: f, Value: &v}
+	}
+	h := &history.History{
+		Header: history.Header{StartTime: t0 - 300*ms, Config: history.RunConfig{
+			Backend: "redlock", Variant: "correct", Workload: "unfenced", Nemesis: []string{"kill-restart", "clock-skew", "partition"},
+			Clients: 5, TTLms: 1000, TimeLimitMs: 30_000, Think: "20ms", Params: map[string]string{"wipe": "true", "restart_delay": "0s"},
+		}},
+		Events: []history.Event{
+			{Time: t0, Process: 0, Type: history.Invoke, F: "acquire", Key: "k0"},
+			nem(4300, history.NemKill, history.Value{Target: "redlock-2", Detail: "data wiped", Step: history.Int(1)}),
+			nem(4330, history.NemStart, history.Value{Target: "redlock-2", Detail: "data wiped", Step: history.Int(1)}),
+			nem(4330, history.NemLanding, history.Value{Fault: "kill-restart", Step: history.Int(1), Landed: history.Bool(true)}),
+			nem(5005, history.NemClockJump, history.Value{Target: "redlock-5", Detail: "+20s", Step: history.Int(2)}),
+			nem(7005, history.NemClockReset, history.Value{Target: "redlock-5", Detail: "reset", Step: history.Int(2)}),
+			nem(7005, history.NemLanding, history.Value{Fault: "clock-skew", Step: history.Int(2), Landed: history.Bool(true)}),
+			nem(14000, history.NemPartition, history.Value{Target: "redlock-1", Step: history.Int(3)}),
+			nem(16000, history.NemHeal, history.Value{Target: "redlock-1", Step: history.Int(3)}),
+			nem(16000, history.NemLanding, history.Value{Fault: "partition", Step: history.Int(3), Landed: history.Bool(true)}),
+		},
+	}
+	res := &checker.Result{
+		Valid: checker.Invalid,
+		Span:  checker.Interval{Start: t0, End: t0 + 30_000*ms},
+		Faults: []checker.Fault{
+			{Kind: "kill", Target: "redlock-2", Start: t0 + 4300*ms, End: t0 + 4330*ms, Step: history.Int(1)},
+			{Kind: "clock-jump", Target: "redlock-5", Start: t0 + 5005*ms, End: t0 + 7005*ms, Step: history.Int(2)},
+			{Kind: "partition", Target: "redlock-1", Start: t0 + 14000*ms, End: t0 + 16000*ms, Step: history.Int(3)},
+		},
+	}
+	res.Checks.LeaseSafety = checker.LeaseSafety{Violations: 1, Evidence: []checker.LeaseViolation{{
+		Earlier: checker.Grant{Process: 1, Invoke: t0 + 5000*ms, OK: t0 + 5003*ms, Nodes: []string{"redlock-2", "redlock-3", "redlock-5"}},
+		Later:   checker.Grant{Process: 3, Invoke: t0 + 5010*ms, OK: t0 + 5015*ms, Nodes: []string{"redlock-1", "redlock-4", "redlock-5"}},
+	}}}
+	res.Checks.Fencing.Valid = true
+	res.Checks.Resource.Valid = true
+	res.Checks.Linearizability.Result = checker.NotLinearizable
+	res.Checks.Linearizability.Window = &checker.Interval{Start: t0 + 5000*ms, End: t0 + 15000*ms}
+	return h, res
+}
+
+// A Redlock repro pins what the run drew: the restart of the node it
+// killed, wiped; the clock jump of the node it moved, by its offset, put
+// back after as long, waiting for the moment it met (a client granted on
+// a bare majority with redlock-5 among them, as c1 was); and not the partition the
+// linearizability window alone pulled in.
+func TestFromRunPinsWhatTheRunDrew(t *testing.T) {
+	h, res := redlockRun()
+	f, err := scenario.Parse(File, must(FromRun("run-3", h, res).Marshal()))
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"lease_safety", "linearizability"}, f.Expect.Fail)
+	require.Len(t, f.Timeline, 2, "%+v", f.Timeline)
+	assert.Equal(t, scenario.Step{At: scenario.Duration(4300 * time.Millisecond), Do: "restart", Target: "redlock-2", Wipe: true}, f.Timeline[0])
+	assert.Equal(t, scenario.Step{
+		// A lease early, but not before the restart.
+		At: scenario.Duration(4300 * time.Millisecond), When: &scenario.When{Client: "any", Reaches: "bare-majority", Node: "redlock-5"},
+		Do: "clock", Target: "redlock-5", Offset: scenario.Duration(20 * time.Second), For: scenario.Duration(2 * time.Second),
+	}, f.Timeline[1])
+	assert.Equal(t, 26300*time.Millisecond, f.TimeLimit.D(), "four leases and a second after the clock step ends: at 4.3s, 15s to meet its moment, 2s long")
+
+	// Linearizability alone failing keeps what its window pulls in.
+	res.Checks.LeaseSafety = checker.LeaseSafety{Valid: true}
+	f, err = scenario.Parse(File, must(FromRun("run-4", h, res).Marshal()))
+	require.NoError(t, err)
+	assert.Equal(t, "fault", f.Timeline[len(f.Timeline)-1].Do, "the partition is replayed as itself: %+v", f.Timeline)
+}
+
+// Fences are state the whole run built: a fence anomaly keeps every step
+// before it, the partition long before among them.
+func TestFromRunKeepsWhatBuiltTheFences(t *testing.T) {
+	h, res := redlockRun()
+	t0 := res.Span.Start
+	res.Checks.Fencing = checker.Fencing{Regressions: 1, Anomalies: []checker.FenceAnomaly{{
+		Kind: "regression", Earlier: checker.Grant{OK: t0 + 20_000*ms}, Later: checker.Grant{Invoke: t0 + 20_100*ms, OK: t0 + 20_200*ms},
+	}}}
+	f, err := scenario.Parse(File, must(FromRun("run-5", h, res).Marshal()))
+	require.NoError(t, err)
+	require.Len(t, f.Timeline, 3, "%+v", f.Timeline)
+	assert.Equal(t, scenario.Step{At: scenario.Duration(13 * time.Second), Do: "fault", Fault: "partition"}, f.Timeline[2])
 }

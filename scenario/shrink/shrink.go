@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/scenario"
 )
 
@@ -34,15 +35,35 @@ type Options struct {
 
 // Outcome is where the search ended.
 type Outcome struct {
+	// Minimal is the smallest scenario that reproduced, nil when the
+	// starting one never did (or the search stopped before it could say).
 	Minimal *scenario.File
+	// Replays of the starting scenario, and how many reproduced.
+	Replays, Reproduced int
 	// Tried and Kept count candidates; OutOfBudget says the search was cut
 	// short before no step could be removed.
 	Tried, Kept int
 	OutOfBudget bool
 }
 
+// NotReproduced is a starting scenario that failed the same checks in none
+// of its replays: there is nothing to shrink.
+type NotReproduced struct {
+	Replays int
+	// Why is what the first replay showed instead.
+	Why string
+}
+
+func (e *NotReproduced) Error() string {
+	return fmt.Sprintf("reproduced in 0 of %d replays (the first: %s): a step likely missed the moment the failure needs "+
+		"(the race it met in the original run did not happen again), so there is nothing to shrink and nothing was written; "+
+		"aim the step with when: at that moment, or replay it with more --tries", e.Replays, e.Why)
+}
+
 // Shrink searches, from f, for a smaller scenario that run still finds
-// failing. f itself is not rerun: it is the failure's reproduction.
+// failing. It replays f opts.Tries times first: a shrink claims only what
+// it saw, so a scenario that reproduces in none of them is refused
+// (*NotReproduced), and Outcome says how often it did.
 func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Outcome, error) {
 	if opts.Tries < 1 {
 		opts.Tries = 1
@@ -56,7 +77,20 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 		ctx, cancel = context.WithTimeoutCause(ctx, opts.Budget, errOutOfBudget)
 		defer cancel()
 	}
-	s := &search{ctx: ctx, run: run, opts: opts, best: f}
+	s := &search{ctx: ctx, run: run, opts: opts}
+	var out Outcome
+	out.Reproduced, out.Replays = s.replay(f)
+	switch {
+	case s.stopped():
+		out.OutOfBudget = parent.Err() == nil
+		if out.OutOfBudget {
+			return out, fmt.Errorf("the budget ran out while replaying the starting scenario (%d of %d replays reproduced)", out.Reproduced, out.Replays)
+		}
+		return out, parent.Err()
+	case out.Reproduced == 0:
+		return out, &NotReproduced{Replays: out.Replays, Why: s.firstMiss}
+	}
+	s.best = f
 	// What the scenario is made of goes first (its steps, its clients),
 	// then how long each part lasts: a budget that runs out leaves the
 	// fewest parts.
@@ -68,7 +102,7 @@ func Shrink(ctx context.Context, f *scenario.File, run Runner, opts Options) (Ou
 		changed = s.earlierSteps() || changed
 		changed = s.shorterLimit() || changed
 	}
-	out := Outcome{Minimal: s.best, Tried: s.tried, Kept: s.kept, OutOfBudget: s.stopped() && parent.Err() == nil}
+	out.Minimal, out.Tried, out.Kept, out.OutOfBudget = s.best, s.tried, s.kept, s.stopped() && parent.Err() == nil
 	// Interrupted (not out of budget): the smallest so far, and why.
 	return out, parent.Err()
 }
@@ -82,6 +116,36 @@ type search struct {
 	opts        Options
 	best        *scenario.File
 	tried, kept int
+	// firstMiss is what the first replay of the starting scenario that
+	// did not reproduce showed instead.
+	firstMiss string
+}
+
+// replay runs the starting scenario opts.Tries times, every one of them
+// (its rate is the point), and returns how many reproduced of how many
+// ran.
+func (s *search) replay(f *scenario.File) (reproduced, ran int) {
+	for i := 1; i <= s.opts.Tries && !s.stopped(); i++ {
+		ok, err := s.run(s.ctx, f)
+		if s.stopped() {
+			break
+		}
+		ran++
+		if ok {
+			reproduced++
+			fmt.Fprintf(s.opts.Log, "replay %d of %d: reproduced\n", i, s.opts.Tries)
+			continue
+		}
+		why := "it did not fail the same checks"
+		if err != nil {
+			why = err.Error()
+		}
+		if s.firstMiss == "" {
+			s.firstMiss = why
+		}
+		fmt.Fprintf(s.opts.Log, "replay %d of %d: %s\n", i, s.opts.Tries, why)
+	}
+	return reproduced, ran
 }
 
 func (s *search) stopped() bool { return s.ctx.Err() != nil }
@@ -165,8 +229,14 @@ func DescribeStep(st scenario.Step) string {
 	if st.Offset != 0 {
 		out += " by " + st.Offset.D().String()
 	}
+	if st.Wipe {
+		out += " wiped"
+	}
 	if st.When != nil {
 		out += " when " + st.When.Client + " reaches " + st.When.Reaches
+		if st.When.Node != "" {
+			out += " with " + st.When.Node
+		}
 	}
 	return out + " at " + st.At.D().String()
 }
@@ -308,12 +378,16 @@ func (s *search) shorterLimit() bool {
 // tail is the shortest time limit that still holds every step's fault and
 // what follows it: four leases and a second after the last step ends (a
 // paused holder's late write, the next grants), and at least that after
-// the start.
+// the start; a step waiting for a bare majority has room to meet it.
 func tail(f *scenario.File) scenario.Duration {
 	after := f.TTL*4 + scenario.Duration(time.Second)
 	end := scenario.Duration(0)
 	for _, st := range f.Timeline {
-		end = max(end, st.At+st.For)
+		stepEnd := st.At + st.For
+		if st.When != nil && st.When.Reaches == nemesis.MomentBareMajority {
+			stepEnd += scenario.Duration(nemesis.BareMajorityWait) // room to meet the race
+		}
+		end = max(end, stepEnd)
 	}
 	return roundMs(end + after)
 }

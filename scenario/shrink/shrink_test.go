@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,8 +79,30 @@ func TestShrinkKeepsNothingFlaky(t *testing.T) {
 	f := busy(t)
 	out, err := Shrink(context.Background(), f, run, Options{Tries: 3})
 	require.NoError(t, err)
+	assert.Equal(t, 2, out.Reproduced, "the starting scenario's replays: 1, 3 of 3")
 	assert.Zero(t, out.Kept)
 	assert.Equal(t, f, out.Minimal)
+}
+
+// A starting scenario that fails in none of its replays is not shrunk:
+// nothing it would write would be about a run that happened.
+func TestShrinkRefusesWhatDoesNotReproduce(t *testing.T) {
+	runs := 0
+	run := func(_ context.Context, f *scenario.File) (bool, error) {
+		runs++
+		return false, fmt.Errorf("steps landed: 0, expected >= 1")
+	}
+	var log bytes.Buffer
+	out, err := Shrink(context.Background(), busy(t), run, Options{Tries: 3, Log: &log})
+	var refused *NotReproduced
+	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, 3, runs, "every replay ran, no candidate")
+	assert.Nil(t, out.Minimal)
+	assert.Zero(t, out.Tried)
+	assert.Equal(t, 3, out.Replays)
+	assert.Contains(t, err.Error(), "reproduced in 0 of 3 replays (the first: steps landed: 0, expected >= 1): a step likely missed the moment")
+	assert.NotContains(t, err.Error(), "\n")
+	assert.Contains(t, log.String(), "replay 3 of 3: steps landed: 0")
 }
 
 func TestShrinkStopsAtItsBudget(t *testing.T) {
@@ -105,7 +128,7 @@ func TestShrinkKeepsTheClientsTheTimelineNames(t *testing.T) {
 	// While a step names c4, five clients is the fewest; a runner that
 	// fails without c4's step lets it go, and then the clients.
 	needsC4 := func(_ context.Context, f *scenario.File) (bool, error) {
-		return len(f.Timeline) == 1 && f.Timeline[0].Target == "c4", nil
+		return slices.ContainsFunc(f.Timeline, func(s scenario.Step) bool { return s.Target == "c4" }), nil
 	}
 	out, err := Shrink(context.Background(), f, needsC4, Options{Tries: 1})
 	require.NoError(t, err)

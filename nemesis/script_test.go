@@ -1,0 +1,112 @@
+package nemesis
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/history"
+)
+
+// grantingClient is a client whose grants and releases a test sets: the
+// nodes of its latest grant, whether it holds the lock, when a release of
+// its last deleted nothing.
+type grantingClient struct {
+	fakeClient
+	mu      sync.Mutex
+	nodes   []string
+	holding bool
+	empty   int64
+}
+
+func (c *grantingClient) GrantNodes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes
+}
+
+func (c *grantingClient) EmptyRelease() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.empty
+}
+
+func (c *grantingClient) set(holding bool, nodes ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding, c.nodes = holding, nodes
+}
+
+// A step waits for the moment it names, as the client reports it: a grant
+// on a bare majority with the node among them (not a grant on four nodes,
+// not one without the node), a release that deleted nothing.
+func TestScriptWaitsForTheMoment(t *testing.T) {
+	tests := []struct {
+		name    string
+		when    Trigger
+		happens func(t *testing.T, c *grantingClient, node *fakeNode)
+	}{
+		{"a grant on a bare majority with the node", Trigger{Client: "c0", Reaches: MomentBareMajority, Node: "redis-4"}, func(t *testing.T, c *grantingClient, node *fakeNode) {
+			c.set(true, "redis-0", "redis-1", "redis-2", "redis-4") // four: no bare majority
+			time.Sleep(20 * time.Millisecond)
+			c.set(true, "redis-0", "redis-1", "redis-2") // without redis-4
+			time.Sleep(20 * time.Millisecond)
+			c.set(false, "redis-1", "redis-2", "redis-4") // released already
+			time.Sleep(20 * time.Millisecond)
+			require.Zero(t, node.Clock(), "none of those is the moment")
+			c.set(true, "redis-1", "redis-2", "redis-4")
+		}},
+		{"any client's grant on a bare majority", Trigger{Client: AnyClient, Reaches: MomentBareMajority}, func(t *testing.T, c *grantingClient, node *fakeNode) {
+			c.set(false, "redis-1", "redis-2", "redis-4") // released already
+			time.Sleep(20 * time.Millisecond)
+			require.Zero(t, node.Clock(), "a grant let go is not the moment")
+			c.set(true, "redis-0", "redis-2", "redis-3")
+		}},
+		{"a release that deleted nothing", Trigger{Client: "c0", Reaches: MomentEmptyRelease}, func(_ *testing.T, c *grantingClient, _ *fakeNode) {
+			c.mu.Lock()
+			c.empty = history.Now()
+			c.mu.Unlock()
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nodes := newNodes(5, 0)
+			c := &grantingClient{fakeClient: fakeClient{fakeTarget: fakeTarget{name: "c0", pid: 1000}}}
+			targets := &fakeTargets{clients: []Client{c}, holders: func() []Client {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if c.holding {
+					return []Client{c}
+				}
+				return nil
+			}}
+			for _, n := range nodes {
+				targets.nodes = append(targets.nodes, n)
+			}
+			rec := &recorder{}
+			when := tt.when
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				done <- RunScript(context.Background(), []Action{{When: &when, Do: "clock", Target: "redis-4", Offset: 20 * time.Second}}, start, baseEnv(targets, rec))
+			}()
+			time.Sleep(30 * time.Millisecond)
+			_, events := rec.list()
+			require.Empty(t, events, "nothing happens before the moment")
+			happened := time.Now()
+			tt.happens(t, c, nodes[4])
+			require.NoError(t, <-done)
+			assert.Equal(t, 20*time.Second, nodes[4].Clock(), "the step ran at its moment")
+			verbs, _ := rec.list()
+			assert.Equal(t, history.NemClockJump, verbs[0])
+			assert.Less(t, time.Since(happened), time.Second)
+			if when.Reaches == MomentBareMajority {
+				assert.Equal(t, []string{"before-lease-check"}, c.parked, "the client is held at its lease check while the step acts")
+			}
+		})
+	}
+}
