@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -71,6 +72,9 @@ func (c *Client) report(rep backends.Report) {
 	}
 	ttl := rep.TTL.Milliseconds()
 	if why := r.unplaced(rep, now); why != "" {
+		if rep.Sent != 0 && rep.Sent <= read {
+			why += fmt.Sprintf(", sent %.1f ms before it was read", float64(read-rep.Sent)/1e6)
+		}
 		c.emit(history.Event{Time: read, Process: history.Nemesis, Type: history.Info, F: history.NemLockRenewed, Key: rep.Key,
 			Value: &history.Value{Target: c.process.String(), Token: rep.Token, TTLms: ttl, Detail: why}})
 		return

@@ -43,7 +43,7 @@ func TestRenewalPlacement(t *testing.T) {
 			before: func(c *Client, base int64) {
 				c.emitEvent(history.Event{Time: base + 100*ms, Process: c.process, Type: history.Invoke, F: history.FWrite, Key: key})
 			},
-			sent: 150 * ms, why: "during another operation"},
+			sent: 150 * ms, why: "during another operation of the process, sent 8"},
 		{name: "sent before the read that completed since: an observation",
 			before: func(c *Client, base int64) {
 				c.emitEvent(history.Event{Time: base + 100*ms, Process: c.process, Type: history.Invoke, F: history.FRead, Key: key})
