@@ -25,8 +25,10 @@ import (
 type reports struct {
 	mu       sync.Mutex
 	inFlight bool
-	// key and token are the grant the process holds now ("" none).
+	// key and token are the grant the process holds now ("" none),
+	// granted when it was.
 	key, token string
+	granted    int64
 	last       int64 // the time of the process's latest event
 }
 
@@ -44,7 +46,7 @@ func (c *Client) emitEvent(e history.Event) {
 	default:
 		r.inFlight = false
 		if e.Type == history.OK && e.F == history.FAcquire && e.Value != nil {
-			r.key, r.token = e.Key, e.Value.Token
+			r.key, r.token, r.granted = e.Key, e.Value.Token, e.Time
 		}
 		if e.Type == history.Info {
 			r.key, r.token = "", ""
@@ -94,6 +96,8 @@ func (r *reports) unplaced(rep backends.Report, now int64) string {
 	switch {
 	case rep.Sent == 0:
 		return "renewed by the library, when sent unknown (no sent_ns)"
+	case rep.Sent < r.granted:
+		return "renewed by the library, sent_ns before the grant it renews (not CLOCK_MONOTONIC)"
 	case r.inFlight || rep.Sent < r.last:
 		return "renewed by the library during another operation of the process"
 	case rep.Sent > now:

@@ -50,6 +50,7 @@ func TestRenewalPlacement(t *testing.T) {
 				c.emitEvent(history.Event{Time: base + 300*ms, Process: c.process, Type: history.OK, F: history.FRead, Key: key})
 			},
 			sent: 200 * ms, why: "during another operation"},
+		{name: "sent_ns before the grant (another clock): an observation", sent: -5 * ms, why: "before the grant"},
 		{name: "sent_ns in the future: an observation", sent: 10 * time.Hour.Nanoseconds(), why: "in the future"},
 		{name: "a renewal of a grant released since: nothing",
 			before: func(c *Client, base int64) {
@@ -68,7 +69,7 @@ func TestRenewalPlacement(t *testing.T) {
 				tt.before(c, base)
 			}
 			recorded := len(events)
-			sent := int64(0)
+			var sent int64
 			if tt.sent != 0 {
 				sent = base + tt.sent
 			}
