@@ -49,7 +49,7 @@ const (
 // beforeRenew is the failpoint right before each renewal of the watchdog.
 const beforeRenew = "before-renew"
 
-// message is every message of lockcheck's this client reads.
+// message is every message from lockcheck this client reads.
 type message struct {
 	Type       string   `json:"type"`
 	MsgID      int64    `json:"msg_id,omitempty"`
