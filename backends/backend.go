@@ -402,4 +402,9 @@ type Report struct {
 	Why        string
 	// At is when the lock said so.
 	At time.Time
+	// Sent is, for a renewal, when the library sent it to the service
+	// (CLOCK_MONOTONIC ns, the history's clock); 0 when it did not say.
+	// Only a renewal known to have begun there can be an extend of the
+	// holder: the service renewed the lease no earlier.
+	Sent int64
 }

@@ -1,6 +1,8 @@
 package checker
 
 import (
+	"cmp"
+	"slices"
 	"testing"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -173,4 +175,63 @@ func TestLeaseSafetyRefusedExtendPushesNothing(t *testing.T) {
 	b.Op(0, history.FExtend, 90, &history.Value{TTLms: 100}, 91, history.OK, &history.Value{Accepted: history.Bool(true), TTLms: 100})
 	b.Acquire(1, 150, 151, 2)
 	assert.Equal(t, 1, check(t, b).Checks.LeaseSafety.Violations, "an accepted extend keeps the lease live until 190 ms")
+}
+
+// A renewal the holder's library sent just before a pause and that was
+// read after the resume is judged from when it was sent: recorded as an
+// extend invoked then (its sent_ns), or, where it cannot be placed, as a
+// lock-renewed observation, the next grant after the service let the
+// lease go is no violation. Recorded from when it was read, it would be.
+// The events are in the order the recorder writes them: the renewal last.
+func TestLeaseSafetyRenewalReadAfterAPause(t *testing.T) {
+	renewed := &history.Value{Target: "c0", Token: "0", TTLms: 100, Detail: "renewed by the library, when sent unknown (no sent_ns)"}
+	tests := []struct {
+		name string
+		// renewal adds the record of a renewal sent at 66 ms and read at
+		// 270 ms, after c0's resume.
+		renewal    func(b *builder)
+		violations int
+	}{
+		{name: "no renewal recorded", renewal: func(*builder) {}},
+		{name: "an extend invoked when it was read claims what the service never granted", violations: 1,
+			renewal: func(b *builder) { b.Extend(0, 270, 270, 100) }},
+		{name: "an extend invoked at its sent_ns", renewal: func(b *builder) { b.Extend(0, 66, 270, 100) }},
+		{name: "a lock-renewed observation", renewal: func(b *builder) { b.Add(270, history.Nemesis, history.Info, history.NemLockRenewed, renewed) }},
+	}
+	var unrenewedEnd int64
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuilder("unfenced")
+			b.Acquire(0, 0, 1, 1).Nemesis(69, history.NemPause, "c0", "", "")
+			b.Acquire(1, 170, 171, 2).Nemesis(269, history.NemResume, "c0", "", "")
+			tt.renewal(b)
+			h := b.Build(t)
+			// The recorder writes the renewal when it reads it.
+			slices.SortStableFunc(h.Events, func(x, y history.Event) int { return cmp.Compare(readLate(x), readLate(y)) })
+			for i := range h.Events {
+				h.Events[i].Index = int64(i)
+			}
+			r := Check(h, nil, Options{})
+			assert.Equal(t, tt.violations, r.Checks.LeaseSafety.Violations)
+			g := scan(h, DefaultClockAllowance).keys[0].grants
+			switch {
+			case tt.violations > 0:
+				assert.Greater(t, g[0].CertainEnd, at(171))
+			case unrenewedEnd == 0:
+				unrenewedEnd = g[0].CertainEnd
+			case tt.name == "a lock-renewed observation":
+				assert.Equal(t, unrenewedEnd, g[0].CertainEnd, "an observation leaves the lease where the grant put it")
+			default:
+				assert.Less(t, g[0].CertainEnd, at(170), "the lease ends a TTL after the renewal was sent")
+			}
+		})
+	}
+}
+
+// readLate orders a renewal's record after the other events.
+func readLate(e history.Event) int {
+	if e.F == history.FExtend || e.F == history.NemLockRenewed {
+		return 1
+	}
+	return 0
 }

@@ -31,16 +31,14 @@ func (r *run) lockSpec() catalog.Spec {
 		spec.Addrs = r.backend.Addrs(r.top.endpoints())
 	}
 	if c := r.backend.Client; c != nil {
-		o := &program.Options{
-			Command: c.Command, Backend: cfg.Run.Backend, Topology: c.Topology, KeyPrefix: cfg.KeyPrefix,
-			InitTimeout: c.InitTimeout, Stride: cfg.Run.Clients, Nodes: []program.NodeAddr{}, Settings: c.Settings,
-		}
+		o := c.Options(cfg.Run.Backend)
+		o.KeyPrefix, o.Stride, o.Nodes = cfg.KeyPrefix, cfg.Run.Clients, []program.NodeAddr{}
 		if len(cfg.Addrs) == 0 {
 			for _, e := range r.top.endpoints() {
 				o.Nodes = append(o.Nodes, program.NodeAddr{Name: e.Name, Addr: e.Addr()})
 			}
 		}
-		spec.Program = o
+		spec.Program = &o
 	}
 	return spec
 }

@@ -337,6 +337,14 @@ const (
 	// the client's process, Token its grant, Detail why. Its time against
 	// the next grant of Key says how late the library told the application.
 	NemLockLost = "lock-lost"
+	// NemLockRenewed records a renewal the library of a lock client
+	// program made on its own (a renewed message) that cannot be placed in
+	// its process's sequence as an extend: Target is the client's process,
+	// Token its grant, TTLms the lease renewed, Detail why it is not an
+	// extend. It is an observation: it pushes no lease out, so a renewal
+	// whose start is unknown never makes the checker's certain lease end
+	// later than the service's.
+	NemLockRenewed = "lock-renewed"
 )
 
 // MissedPrefix starts the Detail of a nemesis event that says the fault

@@ -112,6 +112,7 @@ var verbs = map[string]Verb{
 	NemRole:         {Role: Observes, Lane: Lane{Mark: "role", FromDetail: true}},
 	NemLanding:      {Role: Observes},
 	NemLockLost:     {Role: Observes},
+	NemLockRenewed:  {Role: Observes},
 }
 
 // VerbOf looks a verb up; a verb not in the table is a point fault.

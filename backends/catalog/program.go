@@ -79,13 +79,21 @@ func RegisterClient(name string, c ClientProgram) error {
 		Fences: func(string) bool { return client.Declared == nil || client.Declared.Supports.Fence },
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			if s.Program == nil {
-				s.Program = &program.Options{Command: client.Command, Backend: name, Topology: client.Topology, Slot: "lockcheck", InitTimeout: client.InitTimeout}
+				o := client.Options(name)
+				o.Slot = "lockcheck"
+				s.Program = &o
 			}
 			return OpenProgram(s, fp)
 		},
 		Client: client,
 	})
 	return nil
+}
+
+// Options are what every start of the program, tested as backend, is
+// told whoever starts it; the caller adds the slot, process and log.
+func (c *ClientProgram) Options(backend string) program.Options {
+	return program.Options{Command: c.Command, Backend: backend, Topology: c.Topology, InitTimeout: c.InitTimeout, Settings: c.Settings}
 }
 
 // UseClient registers the client program argv as backend name (default

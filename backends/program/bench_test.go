@@ -15,11 +15,11 @@ import (
 
 // BenchmarkAcquireRelease runs the same Redis recipe (SET NX PX, a fence
 // by INCR, a compare-and-delete release) side by side on one redis-server:
-// lockcheck's built-in Go client, and the Go client of testdata behind the
-// client protocol. Each iteration is one grant and its release; the
-// metrics are grants/s and the acquire's latency p50/p99 in µs, so that
-// the protocol's added latency per operation is the difference of the two
-// p50s.
+// lockcheck's built-in Go client, and the Go reference client
+// (examples/clients/go) behind the client protocol. Each iteration is one
+// grant and its release; the metrics are grants/s and the acquire's
+// latency p50/p99 in µs, so that the protocol's added latency per
+// operation is the difference of the two p50s.
 //
 //	go test -run '^$' -bench AcquireRelease -benchtime 3s ./backends/program/
 func BenchmarkAcquireRelease(b *testing.B) {

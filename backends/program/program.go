@@ -370,6 +370,9 @@ func (l *Lock) deliver(m message) {
 	if m.TTLms != nil {
 		r.TTL = time.Duration(*m.TTLms) * time.Millisecond
 	}
+	if m.SentNs != nil && m.Type == TypeRenewed {
+		r.Sent = *m.SentNs
+	}
 	l.rmu.Lock()
 	f := l.report
 	if ch, ok := l.lost[r.Token]; ok && r.Lost {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/history"
 )
 
 // python is Debian's interpreter: the broken clients need no library.
@@ -118,11 +119,14 @@ func startRedis(t testing.TB) string {
 	}
 }
 
-// buildClient builds the Go protocol client of testdata.
+// buildClient builds the Go reference client, examples/clients/go (a
+// module of its own: built in its folder).
 func buildClient(tb testing.TB) string {
 	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), "goclient")
-	out, err := exec.Command("go", "build", "-o", bin, "./testdata/goclient").CombinedOutput()
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join("..", "..", "examples", "clients", "go")
+	out, err := build.CombinedOutput()
 	require.NoError(tb, err, string(out))
 	return bin
 }
@@ -157,6 +161,8 @@ func TestGoodClient(t *testing.T) {
 	require.NotEmpty(t, reports, "the watchdog renewed within the lease")
 	assert.Equal(t, g.Token, reports[0].Token)
 	assert.False(t, reports[0].Lost)
+	assert.Positive(t, reports[0].Sent, "a renewal says when it was sent (sent_ns)")
+	assert.Less(t, reports[0].Sent, history.Now(), "on CLOCK_MONOTONIC")
 }
 
 func TestSplitLines(t *testing.T) {

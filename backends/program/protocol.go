@@ -164,6 +164,9 @@ type message struct {
 	Key       *string   `json:"key"`
 	Name      *string   `json:"name"`
 	Why       string    `json:"why"`
+	// SentNs is, in a renewed, when the library sent the renewal to the
+	// service (CLOCK_MONOTONIC ns): where its extend can begin.
+	SentNs *int64 `json:"sent_ns"`
 }
 
 // required lists, per type a client sends, the fields it must carry.

@@ -14,6 +14,7 @@ import (
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/results"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // The reference lock clients of examples/clients, each a program in the
@@ -41,11 +42,7 @@ type referenceClient struct {
 func referenceClients(t *testing.T) []referenceClient {
 	t.Helper()
 	needClientLibraries(t)
-	bin := filepath.Join(t.TempDir(), "lockclient")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join(clientsDir, "go")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building examples/clients/go: %s", out)
+	bin := goClient(t)
 	py := func(script string) string { return "/usr/bin/python3 " + filepath.Join(clientsDir, script) }
 	return []referenceClient{
 		{name: "redis-py-plain", topology: "redis", library: "redis-py", command: py("redis-py/plain.py")},
@@ -119,8 +116,8 @@ func TestWatchdogClientDoesNotSurviveAPause(t *testing.T) {
 		require.NotEmpty(t, pauses)
 		for _, p := range pauses {
 			// A running watchdog renews pause/(TTL/3) times; a paused one
-			// none (a renewal made just before the stop is read, and
-			// recorded, only as the holder goes on).
+			// none (a renewal sent just before the stop is read as the
+			// holder goes on, and recorded from when it was sent).
 			assert.LessOrEqual(t, renewals(h, p.token, p.pause, p.resume), 1, "%s renewed while it was paused", p.target)
 		}
 	})
@@ -217,11 +214,26 @@ func heldPauses(h *history.History) []pause {
 func renewals(h *history.History, token string, from, to int64) int {
 	n := 0
 	for _, e := range h.Events {
-		if e.F == history.FExtend && e.Type == history.Invoke && e.Value != nil && (token == "" || e.Value.Token == token) && e.Time > from && e.Time < to {
+		if _, ok := libraryRenewal(e); ok && (token == "" || e.Value.Token == token) && e.Time > from && e.Time < to {
 			n++
 		}
 	}
 	return n
+}
+
+// libraryRenewal says whether e records a renewal the library made on its
+// own, as an extend (invoked when it was sent) or as a lock-renewed
+// observation, and of which client process.
+func libraryRenewal(e history.Event) (string, bool) {
+	switch {
+	case e.Value == nil:
+		return "", false
+	case e.F == history.FExtend && e.Type == history.Invoke && e.Value.Detail == workloads.RenewedByLibrary:
+		return e.Process.String(), true
+	case e.F == history.NemLockRenewed:
+		return e.Value.Target, true
+	}
+	return "", false
 }
 
 // nextGrant is the time of the first grant after from of another token

@@ -3,6 +3,12 @@
 // key token NX PX ttl, a fence from INCR of lockcheck:fence:<key>, release and
 // extend by Lua scripts that compare the token first. Run side by side with
 // the built-in backend, it measures what the protocol itself costs.
+//
+// With -watchdog it renews each lease every TTL/3 until the release, as
+// Redisson's watchdog does, and says so (renewed, with when it sent the
+// renewal), stopping at the failpoint before-renew when init aims at it.
+// With -nofence it declares no fence and sends none. backends/program's
+// tests and benchmark and the CLI's end-to-end tests build this client.
 package main
 
 import (
@@ -12,13 +18,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -36,16 +46,20 @@ const (
 	codeLockHeld     = 40
 )
 
-// message is every message of the protocol this client reads or writes.
+// beforeRenew is the failpoint right before each renewal of the watchdog.
+const beforeRenew = "before-renew"
+
+// message is every message from lockcheck this client reads.
 type message struct {
-	Type      string   `json:"type"`
-	MsgID     int64    `json:"msg_id,omitempty"`
-	InReplyTo int64    `json:"in_reply_to,omitempty"`
-	Key       string   `json:"key,omitempty"`
-	Token     string   `json:"token,omitempty"`
-	Addrs     []string `json:"addrs,omitempty"`
-	TTLms     int64    `json:"ttl_ms,omitempty"`
-	TimeoutMs int64    `json:"timeout_ms,omitempty"`
+	Type       string   `json:"type"`
+	MsgID      int64    `json:"msg_id,omitempty"`
+	InReplyTo  int64    `json:"in_reply_to,omitempty"`
+	Key        string   `json:"key,omitempty"`
+	Token      string   `json:"token,omitempty"`
+	Addrs      []string `json:"addrs,omitempty"`
+	TTLms      int64    `json:"ttl_ms,omitempty"`
+	TimeoutMs  int64    `json:"timeout_ms,omitempty"`
+	Failpoints []string `json:"failpoints,omitempty"`
 }
 
 type protoError struct {
@@ -56,15 +70,29 @@ type protoError struct {
 func (e protoError) Error() string { return e.text }
 
 type client struct {
-	rdb     *redis.Client
-	ttl     time.Duration
-	timeout time.Duration
+	rdb      *redis.Client
+	ttl      time.Duration
+	timeout  time.Duration
+	watchdog bool
+	fence    bool
+	aimed    []string // the failpoints init aims at
+
+	// outMu keeps the watchdogs' lines and the replies whole.
+	outMu sync.Mutex
+	// fpMu guards the failpoints waiting for their failpoint_ok, by msg_id.
+	fpMu    sync.Mutex
+	fpID    int64
+	parked  map[int64]chan struct{}
+	renewal map[string]chan struct{} // a watchdog's stop, by token
 }
 
 func main() {
+	watchdog := flag.Bool("watchdog", false, "renew each lease every TTL/3 until its release, and report renewed")
+	noFence := flag.Bool("nofence", false, "declare no fence (supports.fence false) and send none")
+	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64<<10), 1<<20)
-	c := &client{}
+	c := &client{watchdog: *watchdog, fence: !*noFence, parked: map[int64]chan struct{}{}, renewal: map[string]chan struct{}{}}
 	for in.Scan() {
 		var req message
 		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
@@ -72,6 +100,12 @@ func main() {
 			continue
 		}
 		if req.Type == "failpoint_ok" {
+			c.fpMu.Lock()
+			if ch, ok := c.parked[req.InReplyTo]; ok {
+				close(ch)
+				delete(c.parked, req.InReplyTo)
+			}
+			c.fpMu.Unlock()
 			continue
 		}
 		reply, err := c.handle(req)
@@ -85,13 +119,20 @@ func main() {
 			reply["type"] = req.Type + "_ok"
 		}
 		reply["in_reply_to"] = req.MsgID
-		line, _ := json.Marshal(reply)
-		os.Stdout.Write(append(line, '\n'))
+		c.send(reply)
 	}
 	if err := in.Err(); err != nil {
 		fmt.Fprintln(os.Stderr, "stdin:", err)
 		os.Exit(1)
 	}
+}
+
+// send writes one line, whole, whichever goroutine sends it.
+func (c *client) send(m map[string]any) {
+	line, _ := json.Marshal(m)
+	c.outMu.Lock()
+	defer c.outMu.Unlock()
+	os.Stdout.Write(append(line, '\n'))
 }
 
 func (c *client) handle(req message) (map[string]any, error) {
@@ -106,15 +147,20 @@ func (c *client) handle(req message) (map[string]any, error) {
 		}
 		c.ttl = time.Duration(req.TTLms) * time.Millisecond
 		c.timeout = time.Duration(req.TimeoutMs) * time.Millisecond
+		c.aimed = req.Failpoints
 		c.rdb = redis.NewClient(&redis.Options{
 			Addr: req.Addrs[0], DialTimeout: c.timeout, ReadTimeout: c.timeout, WriteTimeout: c.timeout,
 			// A retried SET NX could succeed the first time and fail the second.
 			MaxRetries: -1, PoolSize: 2,
 		})
+		failpoints := []string{}
+		if c.watchdog {
+			failpoints = append(failpoints, beforeRenew)
+		}
 		return map[string]any{
 			"library": "go-redis", "version": redis.Version(),
-			"supports":   map[string]bool{"extend": true, "inspect": true, "fence": true},
-			"failpoints": []string{},
+			"supports":   map[string]bool{"extend": true, "inspect": true, "fence": c.fence},
+			"failpoints": failpoints,
 		}, nil
 	case "acquire":
 		token, err := newToken()
@@ -128,12 +174,25 @@ func (c *client) handle(req message) (map[string]any, error) {
 		if !ok {
 			return nil, protoError{codeLockHeld, "held by another client"}
 		}
-		fence, err := c.rdb.Incr(ctx, "lockcheck:fence:"+req.Key).Result()
-		if err != nil {
-			return nil, fmt.Errorf("lock taken but INCR of the fence failed: %w", err)
+		granted := map[string]any{"token": token, "ttl_ms": c.ttl.Milliseconds()}
+		if c.fence {
+			fence, err := c.rdb.Incr(ctx, "lockcheck:fence:"+req.Key).Result()
+			if err != nil {
+				return nil, fmt.Errorf("lock taken but INCR of the fence failed: %w", err)
+			}
+			granted["fence"] = fence
 		}
-		return map[string]any{"token": token, "ttl_ms": c.ttl.Milliseconds(), "fence": fence}, nil
+		if c.watchdog {
+			stop := make(chan struct{})
+			c.renewal[token] = stop
+			go c.renew(req.Key, token, stop)
+		}
+		return granted, nil
 	case "release":
+		if stop, ok := c.renewal[req.Token]; ok {
+			close(stop)
+			delete(c.renewal, req.Token)
+		}
 		n, err := releaseScript.Run(ctx, c.rdb, []string{req.Key}, req.Token).Int()
 		return map[string]any{"deleted": n == 1}, err
 	case "extend":
@@ -155,6 +214,60 @@ func (c *client) handle(req message) (map[string]any, error) {
 		return map[string]any{"state": fmt.Sprintf("%s is held with %d ms left", req.Key, pttl.Milliseconds())}, nil
 	}
 	return nil, protoError{codeNotSupported, fmt.Sprintf("unsupported request type %q", req.Type)}
+}
+
+// renew is the watchdog of one grant: every TTL/3 it pushes the lease out
+// and says so, until the release stops it or the lease is no longer the
+// token's. A renewal whose outcome is unknown proves nothing: it tries
+// again.
+func (c *client) renew(key, token string, stop chan struct{}) {
+	t := time.NewTicker(c.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		c.failpoint(beforeRenew)
+		// When the renewal left, on lockcheck's clock: the service renewed
+		// the lease no earlier.
+		sent := monotonicNs()
+		n, err := extendScript.Run(context.Background(), c.rdb, []string{key}, token, c.ttl.Milliseconds()).Int()
+		switch {
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "renewal of %s: %v\n", key, err)
+		case n != 1:
+			c.send(map[string]any{"type": "lost", "key": key, "token": token, "why": "renewal failed: the key is no longer this token's"})
+			return
+		default:
+			c.send(map[string]any{"type": "renewed", "key": key, "token": token, "ttl_ms": c.ttl.Milliseconds(), "sent_ns": sent})
+		}
+	}
+}
+
+// failpoint stops the calling goroutine at name until lockcheck answers,
+// if init aims at it.
+func (c *client) failpoint(name string) {
+	if !slices.Contains(c.aimed, name) {
+		return
+	}
+	c.fpMu.Lock()
+	c.fpID++
+	id, ch := c.fpID, make(chan struct{})
+	c.parked[id] = ch
+	c.fpMu.Unlock()
+	c.send(map[string]any{"type": "failpoint", "msg_id": id, "name": name})
+	<-ch
+}
+
+// monotonicNs reads CLOCK_MONOTONIC, the clock of lockcheck's history.
+func monotonicNs() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic("clock_gettime(CLOCK_MONOTONIC): " + err.Error())
+	}
+	return ts.Nano()
 }
 
 // classify turns a go-redis error into the protocol's: a connection never

@@ -3,12 +3,13 @@
 
 Everything of plain.py, and for every grant a thread in the same process that
 extends the lease every TTL/3 (Lock.reacquire) until the grant is released. It
-sends renewed after each extend that succeeded and lost when an extend finds
-the key no longer its own. The failpoint before-renew stops the watchdog right
+sends renewed after each extend that succeeded, with the time it sent that
+extend (sent_ns), and lost when an extend finds the key no longer its own. The failpoint before-renew stops the watchdog right
 before each renewal, so a scenario can freeze it there as a GC pause would.
 """
 
 import threading
+import time
 
 from plain import RedisPy, call  # first: it puts lockproto on the path
 
@@ -39,6 +40,9 @@ class Watchdog(RedisPy):
             with dog.turn:
                 if dog.stopped.is_set():
                     return
+                # When the renewal left (CLOCK_MONOTONIC, lockcheck's clock):
+                # the service renewed the lease no earlier.
+                sent_ns = time.monotonic_ns()
                 try:
                     call(lock.reacquire)
                 except LockNotOwnedError:
@@ -49,7 +53,8 @@ class Watchdog(RedisPy):
                     # A renewal whose outcome is unknown proves nothing: try again.
                     log("renewal of %s: %s" % (dog.key, e.text))
                     continue
-                self.send({"type": "renewed", "key": dog.key, "token": dog.token, "ttl_ms": self.ttl_ms})
+                self.send({"type": "renewed", "key": dog.key, "token": dog.token, "ttl_ms": self.ttl_ms,
+                           "sent_ns": sent_ns})
 
     def release(self, req):
         dog = self.watchdogs.pop(req["token"], None)
