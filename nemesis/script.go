@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,11 +21,12 @@ type Action struct {
 	At time.Duration
 	// When, if set, waits after At for a client to reach a moment.
 	When *Trigger
-	// Do is the verb: pause, resume, kill, restart, clock or fault.
+	// Do is the verb: pause, resume, kill, restart, clock, partition or
+	// fault.
 	Do     string
 	Target string
-	// For ends a pause, or puts a clock back, after this long (0: until a
-	// resume, a clock step with no offset, or the end).
+	// For ends a pause, puts a clock back or heals a partition after this
+	// long (0: until a resume, a clock step with no offset, or the end).
 	For time.Duration
 	// Offset is the wall clock offset a clock action sets.
 	Offset time.Duration
@@ -32,6 +34,18 @@ type Action struct {
 	Wipe bool
 	// Fault names a registered fault a fault action runs.
 	Fault string
+	// Links, for a partition, are the nodes and clients whose links to
+	// Target it cuts, as a partition event of the history lists them.
+	Links []string
+}
+
+// Needs is what the action needs of the running test beyond its target:
+// a partition cuts single links.
+func (a Action) Needs() []Capability {
+	if a.Do == "partition" {
+		return []Capability{CapLinks}
+	}
+	return nil
 }
 
 // Trigger is a moment of one client: "acquired" (it holds the lock),
@@ -91,7 +105,7 @@ func BareMajority(nodes []string, n int) bool {
 }
 
 // Verbs of scripted actions.
-var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "fault"}
+var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "partition", "fault"}
 
 // NotRun is RunScript's error when the run ended before every step was
 // done: Steps are the indices of the steps that never ran (or were still
@@ -192,12 +206,7 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		if a.For <= 0 {
 			return landed("%s was stopped until resumed", t.Name()), nil
 		}
-		pauses.Add(1)
-		go func() {
-			defer pauses.Done()
-			stopped := time.Now()
-			sleepCtx(ctx, a.For)
-			held := time.Since(stopped)
+		return endAfter(ctx, env, a, pauses, func(held time.Duration) (Landing, error) {
 			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
 			l := heldFor(env, t, held, a.For)
 			if !l.Landed && ctx.Err() != nil {
@@ -205,9 +214,8 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 				// run ended is as stopped as the run allowed.
 				l = landed("%s was stopped %s, until the run ended (%s asked)", t.Name(), held.Round(time.Millisecond), a.For)
 			}
-			recordLanding(ctx, env, a.Do, l, nil)
-		}()
-		return Landing{Landed: true}, nil
+			return l, nil
+		})
 	case "resume":
 		return landed("%s was continued", t.Name()), cont(env, t, t.PID())
 	case "kill":
@@ -246,16 +254,67 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		}
 		// A jump for a while is put back after it, however long the
 		// step waited for its moment, while later steps go on.
-		pauses.Add(1)
-		go func() {
-			defer pauses.Done()
-			sleepCtx(ctx, a.For)
+		return endAfter(ctx, env, a, pauses, func(time.Duration) (Landing, error) {
 			resetClock(ctx, env, c)
-			recordLanding(ctx, env, a.Do, landed("%s's clock jumped %s for %s", t.Name(), signed(a.Offset), a.For), nil)
-		}()
-		return Landing{Landed: true}, nil
+			return landed("%s's clock jumped %s for %s", t.Name(), signed(a.Offset), a.For), nil
+		})
+	case "partition":
+		return cutLinks(ctx, env, a, t, pauses)
 	}
 	return Landing{}, fmt.Errorf("unknown action %q", a.Do)
+}
+
+// cutLinks cuts the links between t and each of a.Links, the way the
+// partition faults cut theirs (split), and heals them after a.For while
+// later steps go on; the landing is recorded once the cut is healed.
+func cutLinks(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGroup) (Landing, error) {
+	if env.Network == nil {
+		return Landing{}, ErrNoPartition
+	}
+	if a.For <= 0 {
+		return Landing{}, errors.New("a partition step needs a duration (for) after which it heals")
+	}
+	s := split{side: []Target{t}}
+	for _, name := range a.Links {
+		l, ok := env.Targets.Lookup(name)
+		if !ok {
+			return Landing{}, fmt.Errorf("no target %q in this run to cut %s from", name, t.Name())
+		}
+		s.rest = append(s.rest, l)
+	}
+	cutEnv := *env
+	cutEnv.Pause = a.For // what the partition events say it asks
+	heal, err := s.cut(&cutEnv)
+	if err != nil {
+		return Landing{}, err
+	}
+	return endAfter(ctx, env, a, pauses, func(held time.Duration) (Landing, error) {
+		herr := heal()
+		what := fmt.Sprintf("%s was cut from %s", t.Name(), strings.Join(a.Links, ", "))
+		l := landed("%s for %s", what, held.Round(time.Millisecond))
+		if held+5*time.Millisecond < a.For {
+			var ok bool
+			if l, ok = cutShort(env, what, held, a.For); !ok {
+				l = missed("%s %s of the %s asked: the run ended first", what, held.Round(time.Millisecond), a.For)
+			}
+		}
+		return l, herr
+	})
+}
+
+// endAfter ends action a after its For (or when the run ends) while later
+// steps go on: end undoes it, given how long it held, and says its
+// landing, which is recorded then.
+func endAfter(ctx context.Context, env *Env, a Action, pauses *sync.WaitGroup, end func(held time.Duration) (Landing, error)) (Landing, error) {
+	pauses.Add(1)
+	go func() {
+		defer pauses.Done()
+		start := time.Now()
+		sleepCtx(ctx, a.For)
+		l, err := end(time.Since(start))
+		recordLanding(ctx, env, a.Do, l, err)
+	}()
+	return Landing{Landed: true}, nil
 }
 
 // await waits until the trigger's client reaches its moment. At a

@@ -95,6 +95,9 @@ type Step struct {
 	Offset Duration `yaml:"offset,omitempty"`
 	Wipe   bool     `yaml:"wipe,omitempty"`
 	Fault  string   `yaml:"fault,omitempty"`
+	// Links, for a partition, are the nodes and clients cut from Target
+	// for For.
+	Links []string `yaml:"links,omitempty,flow"`
 }
 
 // When waits for a client to reach a moment: "acquired", "bare-majority"
@@ -433,6 +436,9 @@ func (f *File) validate() error {
 		if (s.Do == "restart" || s.Do == "clock") && !nodes[s.Target] {
 			return f.errAt(at+".target", "%s needs a node, and %q is a client", s.Do, s.Target)
 		}
+		if err := f.validateLinks(at, s, nodes, clients); err != nil {
+			return err
+		}
 	}
 	for _, c := range append(slices.Clone(f.Expect.Fail), f.Expect.Hold...) {
 		if !slices.Contains(Checks, c) {
@@ -488,6 +494,33 @@ func (f *File) validateNumbers() error {
 	return nil
 }
 
+// validateLinks checks a partition's links, which only a partition has:
+// at least one, each a node or client other than its target, and a
+// duration after which the cut heals.
+func (f *File) validateLinks(at string, s Step, nodes, clients map[string]bool) error {
+	if s.Do != "partition" {
+		if len(s.Links) > 0 {
+			return f.errAt(at+".links", "only a partition cuts links; drop links or make the step do: partition")
+		}
+		return nil
+	}
+	if len(s.Links) == 0 {
+		return f.errAt(at+".do", "a partition needs links: the nodes and clients to cut %s from, such as [%s]", s.Target, strings.Join(slices.DeleteFunc(slices.Sorted(maps.Keys(nodes)), func(n string) bool { return n == s.Target }), ", "))
+	}
+	for _, l := range s.Links {
+		switch {
+		case l == s.Target:
+			return f.errAt(at+".links", "%q is the partition's own target: name the nodes and clients cut from it", l)
+		case !nodes[l] && !clients[l]:
+			return f.errAt(at+".links", "unknown node or client %q (this scenario has %s and %s)", l, names(nodes), names(clients))
+		}
+	}
+	if s.For <= 0 {
+		return f.errAt(at+".do", "a partition needs for: how long the cut holds before it heals, such as 2s")
+	}
+	return nil
+}
+
 func names(set map[string]bool) string {
 	var out []string
 	for n := range set {
@@ -501,7 +534,7 @@ func names(set map[string]bool) string {
 func (f *File) Actions() []nemesis.Action {
 	out := make([]nemesis.Action, 0, len(f.Timeline))
 	for _, s := range f.Timeline {
-		a := nemesis.Action{At: s.At.D(), Do: s.Do, Target: s.Target, For: s.For.D(), Offset: s.Offset.D(), Wipe: s.Wipe, Fault: s.Fault}
+		a := nemesis.Action{At: s.At.D(), Do: s.Do, Target: s.Target, For: s.For.D(), Offset: s.Offset.D(), Wipe: s.Wipe, Fault: s.Fault, Links: s.Links}
 		if s.When != nil {
 			a.When = &nemesis.Trigger{Client: s.When.Client, Reaches: s.When.Reaches, Node: s.When.Node}
 		}

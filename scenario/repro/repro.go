@@ -308,7 +308,7 @@ type pinner struct {
 
 // pin says the step of fault that recorded evs as the scenario steps that
 // do exactly what it did, or none when the timeline has no verbs for it
-// (a partition's cut links, a failover, a strobing clock, a fault that
+// (a failover, a strobing clock, a container cut off whole, a fault that
 // waits for its moment in the service itself).
 func (p pinner) pin(fault string, evs []history.Event) []scenario.Step {
 	var out []scenario.Step
@@ -352,6 +352,45 @@ func (p pinner) pin(fault string, evs []history.Event) []scenario.Step {
 				}
 			}
 			out = append(out, p.atMoment(s, e.Time, offset > 0))
+		}
+	case "partition", "partition-minority", "partition-halves", "partition-bridge":
+		return p.partitions(evs)
+	}
+	return out
+}
+
+// partitions says a partition fault's cuts as partition steps: each
+// target cut from the links its event lists, for as long as it held until
+// its heal. Links a step records from both sides (two halves) are cut
+// once, by the first of their events. A cut that lists no links (a
+// container disconnected whole) cannot be said so: the fault runs again.
+func (p pinner) partitions(evs []history.Event) []scenario.Step {
+	var out []scenario.Step
+	cut := map[[2]string]bool{}
+	for i, e := range evs {
+		if e.F != history.NemPartition {
+			continue
+		}
+		if len(e.Value.Links) == 0 {
+			return nil
+		}
+		target := clientName(e.Value.Target, p.cfg.Clients)
+		s := scenario.Step{Do: "partition", Target: target, For: scenario.Duration(time.Duration(e.Value.DurationMs) * time.Millisecond)}
+		for _, l := range e.Value.Links {
+			l = clientName(l, p.cfg.Clients)
+			if !cut[[2]string{target, l}] {
+				cut[[2]string{target, l}], cut[[2]string{l, target}] = true, true
+				s.Links = append(s.Links, l)
+			}
+		}
+		for _, h := range evs[i+1:] {
+			if h.F == history.NemHeal && h.Value.Target == e.Value.Target {
+				s.For = scenario.Duration(time.Duration(h.Time - e.Time).Round(time.Millisecond))
+				break
+			}
+		}
+		if len(s.Links) > 0 && s.For > 0 {
+			out = append(out, p.atMoment(s, e.Time, false))
 		}
 	}
 	return out

@@ -173,8 +173,9 @@ func TestWriteScenario(t *testing.T) {
 // granted on redlock-2, -3 and -5 (a bare majority), step 2 jumped
 // redlock-5's clock +20s while c1 held the lock and put it back 2s later,
 // and c3 was granted on redlock-1, -4 and -5 within c1's lease. Step 1
-// restarted redlock-2 wiped 700ms before; step 3, a partition 9s later,
-// was in force only in the linearizability window.
+// restarted redlock-2 wiped 700ms before; step 3, a partition 9s later
+// (of a container, cut off whole: its event lists no links), was in force
+// only in the linearizability window.
 func redlockRun() (*history.History, *checker.Result) {
 	t0 := int64(1_000_000_000)
 	nem := func(t int64, f string, v history.Value) history.Event {
@@ -241,7 +242,46 @@ func TestFromRunPinsWhatTheRunDrew(t *testing.T) {
 	res.Checks.LeaseSafety = checker.LeaseSafety{Valid: true}
 	f, err = scenario.Parse(File, must(FromRun("run-4", h, res).Marshal()))
 	require.NoError(t, err)
-	assert.Equal(t, "fault", f.Timeline[len(f.Timeline)-1].Do, "the partition is replayed as itself: %+v", f.Timeline)
+	assert.Equal(t, "fault", f.Timeline[len(f.Timeline)-1].Do, "a container cut off whole is replayed as the fault: %+v", f.Timeline)
+}
+
+// A partition is pinned as the links it cut: each target cut from the
+// nodes and clients its event lists, for as long as it held until its
+// heal; links two halves record from both sides are cut once, and a
+// restarted client is named by its slot.
+func TestFromRunPinsPartitions(t *testing.T) {
+	h, res := redlockRun()
+	t0 := res.Span.Start
+	var evs []history.Event
+	for _, e := range h.Events {
+		if e.Value == nil || e.Value.Step == nil || *e.Value.Step != 3 {
+			evs = append(evs, e)
+		}
+	}
+	nem := func(t int64, f string, v history.Value) history.Event {
+		v.Step = history.Int(3)
+		return history.Event{Time: t0 + t*ms, Process: history.Nemesis, Type: history.Info, F: f, Value: &v}
+	}
+	// partition-halves: redlock-1 and c6 (slot 1) on one side.
+	h.Events = append(evs,
+		nem(14000, history.NemPartition, history.Value{Target: "c6", DurationMs: 2000, Links: []string{"redlock-5", "redlock-3", "c0"}}),
+		nem(14000, history.NemPartition, history.Value{Target: "redlock-1", DurationMs: 2000, Links: []string{"redlock-5", "redlock-3", "c0"}}),
+		nem(14001, history.NemPartition, history.Value{Target: "redlock-5", DurationMs: 2000, Links: []string{"redlock-1", "c6"}}),
+		nem(16003, history.NemHeal, history.Value{Target: "c6"}),
+		nem(16003, history.NemHeal, history.Value{Target: "redlock-1"}),
+		nem(16003, history.NemHeal, history.Value{Target: "redlock-5"}),
+		nem(16003, history.NemLanding, history.Value{Fault: "partition-halves", Landed: history.Bool(true)}),
+	)
+	res.Checks.LeaseSafety = checker.LeaseSafety{Valid: true}
+	f, err := scenario.Parse(File, must(FromRun("run-6", h, res).Marshal()))
+	require.NoError(t, err)
+	cut := func(target string, links ...string) scenario.Step {
+		return scenario.Step{At: scenario.Duration(14 * time.Second), Do: "partition", Target: target, Links: links, For: scenario.Duration(2003 * time.Millisecond)}
+	}
+	tl := f.Timeline
+	require.GreaterOrEqual(t, len(tl), 2, "%+v", tl)
+	assert.Equal(t, []scenario.Step{cut("c1", "redlock-5", "redlock-3", "c0"), cut("redlock-1", "redlock-5", "redlock-3", "c0")}, tl[len(tl)-2:],
+		"redlock-5's cut from redlock-1 and c1 is the same links again")
 }
 
 // Fences are state the whole run built: a fence anomaly keeps every step
