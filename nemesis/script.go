@@ -42,10 +42,14 @@ type Action struct {
 // Needs is what the action needs of the running test beyond its target:
 // a partition cuts single links.
 func (a Action) Needs() []Capability {
+	var out []Capability
 	if a.Do == "partition" {
-		return []Capability{CapLinks}
+		out = append(out, CapLinks)
 	}
-	return nil
+	if a.When != nil && a.When.Reaches == MomentFailoverGrant {
+		out = append(out, CapFailover)
+	}
+	return out
 }
 
 // Trigger is a moment of one client: "acquired" (it holds the lock),
@@ -66,11 +70,25 @@ type Trigger struct {
 // clock jump, a restart with no data) lets another client win the others
 // (MomentBareMajority); its release found nothing to delete, the lock it
 // thought it held was gone or another's (MomentEmptyRelease).
+//
+// MomentFailoverGrant is a grant during a failover: the client holds the
+// lock granted by the service no more than one lease after its latest
+// failover (a switch-master the harness's watcher of the service recorded),
+// asked for after it. The new master grants the lock then while a lease
+// the old master granted before the switch may still stand, with its
+// holder unaware: the race of Sentinel's lost locks.
 const (
-	MomentAcquired     = "acquired"
-	MomentBareMajority = "bare-majority"
-	MomentEmptyRelease = "empty-release"
+	MomentAcquired      = "acquired"
+	MomentBareMajority  = "bare-majority"
+	MomentEmptyRelease  = "empty-release"
+	MomentFailoverGrant = "failover-grant"
 )
+
+// Failovers is a run's record of the service's failovers: when the latest
+// switch-master was recorded, on the history's clock (0: none yet).
+type Failovers interface {
+	LastFailover() int64
+}
 
 // EmptyReleases is a client that says when its latest release that
 // deleted nothing completed, on the history's clock (0: none yet).
@@ -88,8 +106,11 @@ const BareMajorityWait = 15 * time.Second
 // AnyClient, as a trigger's client, waits for the moment in whichever
 // client reaches it first: clients are alike, and a race such as a grant on
 // a bare majority comes several times as often to one of five clients as
-// to a given one. Only bare-majority takes it.
+// to a given one. Only bare-majority and failover-grant take it.
 const AnyClient = "any"
+
+// AnyClientMoments are the moments a trigger may wait for in any client.
+var AnyClientMoments = []string{MomentBareMajority, MomentFailoverGrant}
 
 // GrantNodes is a client of a multi-node lock that says which nodes granted
 // its latest grant (backends.Grant.Nodes).
@@ -320,8 +341,11 @@ func endAfter(ctx context.Context, env *Env, a Action, pauses *sync.WaitGroup, e
 // await waits until the trigger's client reaches its moment. At a
 // failpoint the client is held there; the returned leave lets it go on.
 func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
-	if tr.Client == AnyClient && tr.Reaches == MomentBareMajority {
+	switch {
+	case tr.Client == AnyClient && tr.Reaches == MomentBareMajority:
 		return awaitBareMajority(ctx, env, nil, tr.Node)
+	case tr.Client == AnyClient && tr.Reaches == MomentFailoverGrant:
+		return nil, awaitFailoverGrant(ctx, env, nil)
 	}
 	t, ok := env.Targets.Lookup(tr.Client)
 	if !ok {
@@ -339,6 +363,8 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 			return nil, fmt.Errorf("%s cannot say which nodes granted its lock", tr.Client)
 		}
 		return awaitBareMajority(ctx, env, c, tr.Node)
+	case MomentFailoverGrant:
+		return nil, awaitFailoverGrant(ctx, env, c)
 	case MomentEmptyRelease:
 		r, ok := t.(EmptyReleases)
 		if !ok {
@@ -354,6 +380,38 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 		}
 		return leave, err
 	}
+}
+
+// awaitFailoverGrant waits for client c (any client when nil) to hold a
+// lock granted during a failover (MomentFailoverGrant). It does not hold
+// the client: the step acts on the service or another client while the
+// grant stands.
+func awaitFailoverGrant(ctx context.Context, env *Env, c Client) error {
+	f, ok := env.Targets.(Failovers)
+	if !ok {
+		return errors.New("this run records no failovers of its service")
+	}
+	return pollUntil(ctx, func() bool {
+		candidates := []Client{c}
+		if c == nil {
+			candidates = env.Targets.Clients()
+		}
+		return slices.ContainsFunc(candidates, func(cand Client) bool {
+			return grantedInFailover(env, cand, f.LastFailover())
+		})
+	})
+}
+
+// grantedInFailover says whether client c holds a lock right now that it
+// asked for after the failover at switched and was granted within a lease
+// of it.
+func grantedInFailover(env *Env, c Client, switched int64) bool {
+	gt, ok := c.(GrantTimes)
+	if !ok || switched == 0 {
+		return false
+	}
+	invoke, granted := gt.Grant()
+	return invoke >= switched && granted-switched <= int64(env.TTL) && holds(env, c)
 }
 
 // pollUntil checks cond every 2ms (a client holds the lock for its think

@@ -102,8 +102,10 @@ type Step struct {
 
 // When waits for a client to reach a moment: "acquired", "bare-majority"
 // (it holds the lock on a bare majority of the nodes, Node among them if
-// given; Client may be "any" for this one), "empty-release" (its release deleted nothing) or a failpoint
-// such as before-write (right after its lease check).
+// given), "failover-grant" (it holds the lock granted within a lease after
+// the service's latest failover), "empty-release" (its release deleted
+// nothing) or a failpoint such as before-write (right after its lease
+// check). Client may be "any" for bare-majority and failover-grant.
 type When struct {
 	Client  string `yaml:"client"`
 	Reaches string `yaml:"reaches"`
@@ -396,7 +398,7 @@ func (f *File) validate() error {
 	for i := 0; i < f.Clients; i++ {
 		clients[fmt.Sprintf("c%d", i)] = true
 	}
-	moments := append([]string{nemesis.MomentAcquired, nemesis.MomentEmptyRelease, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
+	moments := append([]string{nemesis.MomentAcquired, nemesis.MomentEmptyRelease, nemesis.MomentFailoverGrant, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
 	if len(nodes) >= 3 {
 		moments = append(moments, nemesis.MomentBareMajority)
 	}
@@ -406,8 +408,8 @@ func (f *File) validate() error {
 			return f.errAt(at+".do", "unknown action %q (choose one of: %s)", s.Do, strings.Join(nemesis.ScriptVerbs, ", "))
 		}
 		if s.When != nil {
-			if s.When.Client == nemesis.AnyClient && s.When.Reaches != nemesis.MomentBareMajority {
-				return f.errAt(at+".when", "client %q: only %s waits for any client; name one (this scenario has %s)", nemesis.AnyClient, nemesis.MomentBareMajority, names(clients))
+			if s.When.Client == nemesis.AnyClient && !slices.Contains(nemesis.AnyClientMoments, s.When.Reaches) {
+				return f.errAt(at+".when", "client %q: only %s wait for any client; name one (this scenario has %s)", nemesis.AnyClient, strings.Join(nemesis.AnyClientMoments, " and "), names(clients))
 			}
 			if !clients[s.When.Client] && s.When.Client != nemesis.AnyClient {
 				return f.errAt(at+".when", "unknown client %q (this scenario has %s)", s.When.Client, names(clients))

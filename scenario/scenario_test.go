@@ -100,6 +100,7 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"partition with no links", "do: pause", "do: partition", `line 11: do: a partition needs links`},
 		{"partition with no duration", "do: pause\n    target: c0\n    for: 900ms", "do: partition\n    target: c0\n    links: [c1]", `line 11: do: a partition needs for`},
 		{"links on a pause", "for: 900ms", "for: 900ms\n    links: [c1]", `line 14: links: only a partition cuts links`},
+		{"any client at a failpoint", "{client: c0,", "{client: any,", `line 10: when: client "any": only bare-majority and failover-grant wait for any client`},
 		{"landed no condition", "fail: [resource]", "fail: [resource]\n  landed: some", `line 17: landed: "some" is not a condition such as ">= 1"`},
 	}
 	for _, tt := range tests {
@@ -347,13 +348,16 @@ expect:
 }
 
 // A step is refused before anything runs when the run cannot give it what
-// it needs: a partition links that can be cut.
+// it needs: a grant during a failover needs a service that fails over by
+// itself, a partition links that can be cut.
 func TestStepsNeedWhatTheRunOffers(t *testing.T) {
 	tests := []struct {
 		name, backend, step string
 		params              map[string]string
 		want                string
 	}{
+		{"failover grant on sentinel", "sentinel", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, ""},
+		{"failover grant on redis", "redis", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, "step 1 (pause c0) needs a service that fails over by itself"},
 		{"partition behind proxies", "redis", "do: partition\n    target: c0\n    links: [redis-0]\n    for: 1s", nil, ""},
 		{"partition with no proxies", "redis", "do: partition\n    target: c0\n    links: [redis-0]\n    for: 1s", map[string]string{harness.ParamNetwork: harness.NetworkDirect}, "step 1 (partition c0) needs links between clients and nodes that lockcheck can cut"},
 	}

@@ -411,16 +411,45 @@ func (p pinner) clientStep(e history.Event, evs []history.Event) scenario.Step {
 		// start looking a lease early.
 		s.When = &scenario.When{Client: s.Target, Reaches: fp}
 		at -= p.ttl
+	} else if p.duringFailover(e.Time) {
+		s.When = failoverGrant
+		at -= p.ttl
 	}
 	s.At = scenario.Duration(clampAt(at, p.cfg))
 	return s
+}
+
+// failoverGrant is the moment of a grant during a failover, in any client.
+var failoverGrant = &scenario.When{Client: nemesis.AnyClient, Reaches: nemesis.MomentFailoverGrant}
+
+// duringFailover says whether a step done at t followed a failover whose
+// grant broke a lease: within a lease after a switch-master, from which a
+// lease violation's later grant was asked for and granted within a lease
+// (the new master's grant while the old master's lease stood). Such a
+// step waits for that moment again (failover-grant, any client), looking
+// from a lease before: the failover comes when the service decides.
+func (p pinner) duringFailover(t int64) bool {
+	ttl := int64(p.ttl)
+	for _, f := range p.res.Faults {
+		if f.Kind != history.NemSwitchMaster || t < f.Start || t > f.Start+ttl {
+			continue
+		}
+		for _, v := range p.res.Checks.LeaseSafety.Evidence {
+			if v.Later.Invoke >= f.Start && v.Later.OK <= f.Start+ttl {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // atMoment times step s, done at t: when it made a node forget the keys it
 // holds (forgets) while a lease that a later grant broke stood on a bare
 // majority with that node among them, it waits for that moment again
 // (bare-majority: any client granted on a bare majority that includes the
-// node), starting to look a lease early; otherwise it runs at t.
+// node), starting to look a lease early; when it followed a failover whose
+// grant broke a lease, it waits for a grant during a failover
+// (duringFailover); otherwise it runs at t.
 func (p pinner) atMoment(s scenario.Step, t int64, forgets bool) scenario.Step {
 	at := time.Duration(t - p.origin)
 	if forgets {
@@ -435,6 +464,10 @@ func (p pinner) atMoment(s scenario.Step, t int64, forgets bool) scenario.Step {
 				break
 			}
 		}
+	}
+	if s.When == nil && p.duringFailover(t) {
+		s.When = failoverGrant
+		at -= p.ttl
 	}
 	s.At = scenario.Duration(clampAt(at, p.cfg))
 	return s
