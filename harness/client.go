@@ -100,7 +100,7 @@ func checkReaches(cfg Config, d program.Declaration) error {
 }
 
 // clientMoments are the moments of the client loop itself.
-var clientMoments = []string{nemesis.MomentAcquired, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}
+var clientMoments = []string{nemesis.MomentAcquired, nemesis.MomentFailoverGrant, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}
 
 // aimedFailpoints are the declared failpoints some step of the run may
 // wait for: a scenario's, or, in a run with faults, every declared one.

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/lockcheck/lockcheck/backends"
@@ -14,7 +15,15 @@ import (
 // offers (nemesis.Validate). A refusal names the backends that would offer
 // what is missing. run, compare and scenario all come through here.
 func CheckFaults(cfg Config, b catalog.Backend) error {
-	err := nemesis.Validate(faultNames(cfg), cfg.Run.Params, faultTopology(cfg, b))
+	top := faultTopology(cfg, b)
+	for i, a := range cfg.Script {
+		for _, need := range a.Needs() {
+			if !top.Offer(need) {
+				return fmt.Errorf("step %d (%s %s) needs %s; backend %s under --runtime %s has none", i+1, a.Do, a.Target, nemesis.CapabilityText(need), top.Backend, top.Runtime)
+			}
+		}
+	}
+	err := nemesis.Validate(faultNames(cfg), cfg.Run.Params, top)
 	var missing *nemesis.UnavailableError
 	if errors.As(err, &missing) {
 		for _, name := range catalog.Names() {

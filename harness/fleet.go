@@ -246,6 +246,9 @@ func (f *fleet) Lookup(name string) (nemesis.Target, bool) {
 	return nil, false
 }
 
+// LastFailover implements nemesis.Failovers.
+func (f *fleet) LastFailover() int64 { return f.rec.failover.Load() }
+
 // Service implements nemesis.Targets.
 func (f *fleet) Service() any { return f.service }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -44,9 +45,14 @@ func networkOf(cfg Config, specs []backends.NodeSpec) string {
 	return NetworkDirect
 }
 
-// linksNeeded says whether one of the run's faults cuts or shapes single
-// links.
+// linksNeeded says whether one of the run's faults or script steps cuts
+// or shapes single links.
 func linksNeeded(cfg Config) bool {
+	for _, a := range cfg.Script {
+		if slices.Contains(a.Needs(), nemesis.CapLinks) {
+			return true
+		}
+	}
 	for _, name := range faultNames(cfg) {
 		f, _ := nemesis.Lookup(name)
 		for _, need := range f.Needs {

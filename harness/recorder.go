@@ -32,6 +32,10 @@ type recorder struct {
 	grants   atomic.Int64
 	refusals atomic.Int64 // acquires the service would not write at all
 	faults   atomic.Int64
+	// failover is when the latest switch-master was recorded
+	// (nemesis.Failovers), whoever reported it: the watcher of the
+	// service, or a fault that promoted a standby.
+	failover atomic.Int64
 
 	// stopped is closed at the first failed write, err says which.
 	stopped chan struct{}
@@ -86,7 +90,11 @@ func (r *recorder) nemesis(verb string, v history.Value) {
 	if history.VerbOf(verb).Role == history.Starts {
 		r.faults.Add(1)
 	}
-	r.append(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})
+	now := history.Now()
+	if verb == history.NemSwitchMaster {
+		r.failover.Store(now)
+	}
+	r.append(history.Event{Time: now, Process: history.Nemesis, Type: history.Info, F: verb, Value: &v})
 }
 
 // failed stops the run at the first failed write of file. Every later

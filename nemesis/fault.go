@@ -206,6 +206,10 @@ func TopologyOf(f Facts) Topology {
 	return t
 }
 
+// CapabilityText says what capability c is, for a refusal of something
+// that needs it.
+func CapabilityText(c Capability) string { return capabilityText[c] }
+
 // UnavailableError refuses a fault on a topology that lacks what it needs.
 type UnavailableError struct {
 	Fault string

@@ -204,8 +204,23 @@ func (s split) hold(ctx context.Context, env *Env) (time.Duration, error) {
 // holdWhile is hold with the wait of the caller's choosing (watching the
 // service while the cut holds).
 func (s split) holdWhile(ctx context.Context, env *Env, wait func()) (time.Duration, error) {
-	if err := env.Network.Shape(s.side, s.rest, LinkRule{Cut: true}); err != nil {
+	heal, err := s.cut(env)
+	if err != nil {
 		return 0, err
+	}
+	cut := time.Now()
+	wait()
+	held := time.Since(cut)
+	return held, heal()
+}
+
+// cut cuts the split's links, recording each target of the side as cut
+// from every target of the rest for env.Pause, and returns the heal, which
+// connects them again and records it (also when the run is ending: teardown
+// finds the links whole).
+func (s split) cut(env *Env) (heal func() error, err error) {
+	if err := env.Network.Shape(s.side, s.rest, LinkRule{Cut: true}); err != nil {
+		return nil, err
 	}
 	// A client restarted meanwhile has another name by the heal; the heal
 	// names what the cut named. The side's first target (the node a
@@ -222,14 +237,13 @@ func (s split) holdWhile(ctx context.Context, env *Env, wait func()) (time.Durat
 		}
 		cutNames = append(cutNames, from...)
 	}
-	cut := time.Now()
-	wait()
-	held := time.Since(cut)
-	herr := env.Network.Shape(s.side, s.rest, LinkRule{})
-	for _, name := range cutNames {
-		env.Record(history.NemHeal, history.Value{Target: name, Detail: errText(herr)})
-	}
-	return held, herr
+	return func() error {
+		herr := env.Network.Shape(s.side, s.rest, LinkRule{})
+		for _, name := range cutNames {
+			env.Record(history.NemHeal, history.Value{Target: name, Detail: errText(herr)})
+		}
+		return herr
+	}, nil
 }
 
 // everyoneBut is every node and client of the run but t.

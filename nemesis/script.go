@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,11 +21,12 @@ type Action struct {
 	At time.Duration
 	// When, if set, waits after At for a client to reach a moment.
 	When *Trigger
-	// Do is the verb: pause, resume, kill, restart, clock or fault.
+	// Do is the verb: pause, resume, kill, restart, clock, partition or
+	// fault.
 	Do     string
 	Target string
-	// For ends a pause, or puts a clock back, after this long (0: until a
-	// resume, a clock step with no offset, or the end).
+	// For ends a pause, puts a clock back or heals a partition after this
+	// long (0: until a resume, a clock step with no offset, or the end).
 	For time.Duration
 	// Offset is the wall clock offset a clock action sets.
 	Offset time.Duration
@@ -32,6 +34,22 @@ type Action struct {
 	Wipe bool
 	// Fault names a registered fault a fault action runs.
 	Fault string
+	// Links, for a partition, are the nodes and clients whose links to
+	// Target it cuts, as a partition event of the history lists them.
+	Links []string
+}
+
+// Needs is what the action needs of the running test beyond its target:
+// a partition cuts single links.
+func (a Action) Needs() []Capability {
+	var out []Capability
+	if a.Do == "partition" {
+		out = append(out, CapLinks)
+	}
+	if a.When != nil && a.When.Reaches == MomentFailoverGrant {
+		out = append(out, CapFailover)
+	}
+	return out
 }
 
 // Trigger is a moment of one client: "acquired" (it holds the lock),
@@ -52,11 +70,25 @@ type Trigger struct {
 // clock jump, a restart with no data) lets another client win the others
 // (MomentBareMajority); its release found nothing to delete, the lock it
 // thought it held was gone or another's (MomentEmptyRelease).
+//
+// MomentFailoverGrant is a grant during a failover: the client holds the
+// lock granted by the service no more than one lease after its latest
+// failover (a switch-master the harness's watcher of the service recorded),
+// asked for after it. The new master grants the lock then while a lease
+// the old master granted before the switch may still stand, with its
+// holder unaware: the race of Sentinel's lost locks.
 const (
-	MomentAcquired     = "acquired"
-	MomentBareMajority = "bare-majority"
-	MomentEmptyRelease = "empty-release"
+	MomentAcquired      = "acquired"
+	MomentBareMajority  = "bare-majority"
+	MomentEmptyRelease  = "empty-release"
+	MomentFailoverGrant = "failover-grant"
 )
+
+// Failovers is a run's record of the service's failovers: when the latest
+// switch-master was recorded, on the history's clock (0: none yet).
+type Failovers interface {
+	LastFailover() int64
+}
 
 // EmptyReleases is a client that says when its latest release that
 // deleted nothing completed, on the history's clock (0: none yet).
@@ -74,8 +106,11 @@ const BareMajorityWait = 15 * time.Second
 // AnyClient, as a trigger's client, waits for the moment in whichever
 // client reaches it first: clients are alike, and a race such as a grant on
 // a bare majority comes several times as often to one of five clients as
-// to a given one. Only bare-majority takes it.
+// to a given one. Only bare-majority and failover-grant take it.
 const AnyClient = "any"
+
+// AnyClientMoments are the moments a trigger may wait for in any client.
+var AnyClientMoments = []string{MomentBareMajority, MomentFailoverGrant}
 
 // GrantNodes is a client of a multi-node lock that says which nodes granted
 // its latest grant (backends.Grant.Nodes).
@@ -91,7 +126,7 @@ func BareMajority(nodes []string, n int) bool {
 }
 
 // Verbs of scripted actions.
-var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "fault"}
+var ScriptVerbs = []string{"pause", "resume", "kill", "restart", "clock", "partition", "fault"}
 
 // NotRun is RunScript's error when the run ended before every step was
 // done: Steps are the indices of the steps that never ran (or were still
@@ -192,12 +227,7 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		if a.For <= 0 {
 			return landed("%s was stopped until resumed", t.Name()), nil
 		}
-		pauses.Add(1)
-		go func() {
-			defer pauses.Done()
-			stopped := time.Now()
-			sleepCtx(ctx, a.For)
-			held := time.Since(stopped)
+		return endAfter(ctx, env, a, pauses, func(held time.Duration) (Landing, error) {
 			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
 			l := heldFor(env, t, held, a.For)
 			if !l.Landed && ctx.Err() != nil {
@@ -205,9 +235,8 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 				// run ended is as stopped as the run allowed.
 				l = landed("%s was stopped %s, until the run ended (%s asked)", t.Name(), held.Round(time.Millisecond), a.For)
 			}
-			recordLanding(ctx, env, a.Do, l, nil)
-		}()
-		return Landing{Landed: true}, nil
+			return l, nil
+		})
 	case "resume":
 		return landed("%s was continued", t.Name()), cont(env, t, t.PID())
 	case "kill":
@@ -246,23 +275,77 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		}
 		// A jump for a while is put back after it, however long the
 		// step waited for its moment, while later steps go on.
-		pauses.Add(1)
-		go func() {
-			defer pauses.Done()
-			sleepCtx(ctx, a.For)
+		return endAfter(ctx, env, a, pauses, func(time.Duration) (Landing, error) {
 			resetClock(ctx, env, c)
-			recordLanding(ctx, env, a.Do, landed("%s's clock jumped %s for %s", t.Name(), signed(a.Offset), a.For), nil)
-		}()
-		return Landing{Landed: true}, nil
+			return landed("%s's clock jumped %s for %s", t.Name(), signed(a.Offset), a.For), nil
+		})
+	case "partition":
+		return cutLinks(ctx, env, a, t, pauses)
 	}
 	return Landing{}, fmt.Errorf("unknown action %q", a.Do)
+}
+
+// cutLinks cuts the links between t and each of a.Links, the way the
+// partition faults cut theirs (split), and heals them after a.For while
+// later steps go on; the landing is recorded once the cut is healed.
+func cutLinks(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGroup) (Landing, error) {
+	if env.Network == nil {
+		return Landing{}, ErrNoPartition
+	}
+	if a.For <= 0 {
+		return Landing{}, errors.New("a partition step needs a duration (for) after which it heals")
+	}
+	s := split{side: []Target{t}}
+	for _, name := range a.Links {
+		l, ok := env.Targets.Lookup(name)
+		if !ok {
+			return Landing{}, fmt.Errorf("no target %q in this run to cut %s from", name, t.Name())
+		}
+		s.rest = append(s.rest, l)
+	}
+	cutEnv := *env
+	cutEnv.Pause = a.For // what the partition events say it asks
+	heal, err := s.cut(&cutEnv)
+	if err != nil {
+		return Landing{}, err
+	}
+	return endAfter(ctx, env, a, pauses, func(held time.Duration) (Landing, error) {
+		herr := heal()
+		what := fmt.Sprintf("%s was cut from %s", t.Name(), strings.Join(a.Links, ", "))
+		l := landed("%s for %s", what, held.Round(time.Millisecond))
+		if held+5*time.Millisecond < a.For {
+			var ok bool
+			if l, ok = cutShort(env, what, held, a.For); !ok {
+				l = missed("%s %s of the %s asked: the run ended first", what, held.Round(time.Millisecond), a.For)
+			}
+		}
+		return l, herr
+	})
+}
+
+// endAfter ends action a after its For (or when the run ends) while later
+// steps go on: end undoes it, given how long it held, and says its
+// landing, which is recorded then.
+func endAfter(ctx context.Context, env *Env, a Action, pauses *sync.WaitGroup, end func(held time.Duration) (Landing, error)) (Landing, error) {
+	pauses.Add(1)
+	go func() {
+		defer pauses.Done()
+		start := time.Now()
+		sleepCtx(ctx, a.For)
+		l, err := end(time.Since(start))
+		recordLanding(ctx, env, a.Do, l, err)
+	}()
+	return Landing{Landed: true}, nil
 }
 
 // await waits until the trigger's client reaches its moment. At a
 // failpoint the client is held there; the returned leave lets it go on.
 func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
-	if tr.Client == AnyClient && tr.Reaches == MomentBareMajority {
+	switch {
+	case tr.Client == AnyClient && tr.Reaches == MomentBareMajority:
 		return awaitBareMajority(ctx, env, nil, tr.Node)
+	case tr.Client == AnyClient && tr.Reaches == MomentFailoverGrant:
+		return nil, awaitFailoverGrant(ctx, env, nil)
 	}
 	t, ok := env.Targets.Lookup(tr.Client)
 	if !ok {
@@ -280,6 +363,8 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 			return nil, fmt.Errorf("%s cannot say which nodes granted its lock", tr.Client)
 		}
 		return awaitBareMajority(ctx, env, c, tr.Node)
+	case MomentFailoverGrant:
+		return nil, awaitFailoverGrant(ctx, env, c)
 	case MomentEmptyRelease:
 		r, ok := t.(EmptyReleases)
 		if !ok {
@@ -295,6 +380,38 @@ func await(ctx context.Context, env *Env, tr Trigger) (func(), error) {
 		}
 		return leave, err
 	}
+}
+
+// awaitFailoverGrant waits for client c (any client when nil) to hold a
+// lock granted during a failover (MomentFailoverGrant). It does not hold
+// the client: the step acts on the service or another client while the
+// grant stands.
+func awaitFailoverGrant(ctx context.Context, env *Env, c Client) error {
+	f, ok := env.Targets.(Failovers)
+	if !ok {
+		return errors.New("this run records no failovers of its service")
+	}
+	return pollUntil(ctx, func() bool {
+		candidates := []Client{c}
+		if c == nil {
+			candidates = env.Targets.Clients()
+		}
+		return slices.ContainsFunc(candidates, func(cand Client) bool {
+			return grantedInFailover(env, cand, f.LastFailover())
+		})
+	})
+}
+
+// grantedInFailover says whether client c holds a lock right now that it
+// asked for after the failover at switched and was granted within a lease
+// of it.
+func grantedInFailover(env *Env, c Client, switched int64) bool {
+	gt, ok := c.(GrantTimes)
+	if !ok || switched == 0 {
+		return false
+	}
+	invoke, granted := gt.Grant()
+	return invoke >= switched && granted-switched <= int64(env.TTL) && holds(env, c)
 }
 
 // pollUntil checks cond every 2ms (a client holds the lock for its think

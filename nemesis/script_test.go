@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ type grantingClient struct {
 	nodes   []string
 	holding bool
 	empty   int64
+	// invoke and granted are when its latest grant was asked for and
+	// given.
+	invoke, granted int64
 }
 
 func (c *grantingClient) GrantNodes() []string {
@@ -33,6 +37,37 @@ func (c *grantingClient) EmptyRelease() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.empty
+}
+
+func (c *grantingClient) Grant() (invoke, ok int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.invoke, c.granted
+}
+
+// grant sets the client holding a lock it asked for at invoke and was
+// granted at granted.
+func (c *grantingClient) grant(invoke, granted int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holding, c.invoke, c.granted = true, invoke, granted
+}
+
+// among is a run of nodes with c its one client, holding the lock as c
+// says.
+func (c *grantingClient) among(nodes []*fakeNode) *fakeTargets {
+	targets := &fakeTargets{clients: []Client{c}, holders: func() []Client {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.holding {
+			return []Client{c}
+		}
+		return nil
+	}}
+	for _, n := range nodes {
+		targets.nodes = append(targets.nodes, n)
+	}
+	return targets
 }
 
 func (c *grantingClient) set(holding bool, nodes ...string) {
@@ -76,17 +111,7 @@ func TestScriptWaitsForTheMoment(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			nodes := newNodes(5, 0)
 			c := &grantingClient{fakeClient: fakeClient{fakeTarget: fakeTarget{name: "c0", pid: 1000}}}
-			targets := &fakeTargets{clients: []Client{c}, holders: func() []Client {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				if c.holding {
-					return []Client{c}
-				}
-				return nil
-			}}
-			for _, n := range nodes {
-				targets.nodes = append(targets.nodes, n)
-			}
+			targets := c.among(nodes)
 			rec := &recorder{}
 			when := tt.when
 			start := time.Now()
@@ -107,6 +132,55 @@ func TestScriptWaitsForTheMoment(t *testing.T) {
 			if when.Reaches == MomentBareMajority {
 				assert.Equal(t, []string{"before-lease-check"}, c.parked, "the client is held at its lease check while the step acts")
 			}
+		})
+	}
+}
+
+// failingOver is a run whose service failed over at a time a test sets.
+type failingOver struct {
+	*fakeTargets
+	at atomic.Int64
+}
+
+func (f *failingOver) LastFailover() int64 { return f.at.Load() }
+
+// A step waiting for a grant during a failover runs once a client holds a
+// lock it asked for after the latest switch-master and was granted within
+// a lease of it: not on a grant asked for before the switch (the old
+// master's), nor one granted more than a lease after it, nor one let go.
+func TestScriptWaitsForAGrantDuringAFailover(t *testing.T) {
+	const ttl = int64(time.Second) // baseEnv's
+	for _, client := range []string{"c0", AnyClient} {
+		t.Run(client, func(t *testing.T) {
+			nodes := newNodes(3, 0)
+			c := &grantingClient{fakeClient: fakeClient{fakeTarget: fakeTarget{name: "c0", pid: 1000}}}
+			targets := &failingOver{fakeTargets: c.among(nodes)}
+			rec := &recorder{}
+			done := make(chan error, 1)
+			go func() {
+				when := Trigger{Client: client, Reaches: MomentFailoverGrant}
+				done <- RunScript(context.Background(), []Action{{When: &when, Do: "pause", Target: "redis-2"}}, time.Now(), baseEnv(targets, rec))
+			}()
+			now := history.Now()
+			c.grant(now-10, now-5) // no failover yet
+			time.Sleep(20 * time.Millisecond)
+			switched := history.Now()
+			targets.at.Store(switched)
+			time.Sleep(20 * time.Millisecond) // granted before the switch: the old master's
+			c.grant(switched+1, switched+2*ttl)
+			time.Sleep(20 * time.Millisecond) // granted two leases after it
+			c.grant(switched+1, switched+2)
+			c.set(false)
+			time.Sleep(20 * time.Millisecond) // let go
+			_, events := rec.list()
+			require.Empty(t, events, "none of those is the moment")
+			happened := time.Now()
+			c.grant(switched+1, switched+ttl/2)
+			require.NoError(t, <-done)
+			verbs, _ := rec.list()
+			require.NotEmpty(t, verbs)
+			assert.Equal(t, history.NemPause, verbs[0], "the step ran at its moment")
+			assert.Less(t, time.Since(happened), time.Second)
 		})
 	}
 }

@@ -26,6 +26,10 @@ var replayRates = []struct {
 	{"redlock", []string{"pause-node", "kill-restart", "clock-skew"}, "10 of 10"},
 	// Measured 2026-12-01 on a --ttl 1s --time-limit 30s run (seed 1).
 	{"sentinel", []string{"failover-pause", "pause-holder", "kill-restart"}, "8 of 10"},
+	// Measured 2026-12-01 on --ttl 1s --pause 4s --time-limit 15s runs,
+	// their partitions pinned as partition steps (seeds 1 and 2).
+	{"sentinel", []string{"partition-minority"}, "10 of 10"},
+	{"sentinel", []string{"partition-halves"}, "10 of 10"},
 }
 
 // ReplayRate says how often reproductions of runs like cfg's (its backend

@@ -95,12 +95,17 @@ type Step struct {
 	Offset Duration `yaml:"offset,omitempty"`
 	Wipe   bool     `yaml:"wipe,omitempty"`
 	Fault  string   `yaml:"fault,omitempty"`
+	// Links, for a partition, are the nodes and clients cut from Target
+	// for For.
+	Links []string `yaml:"links,omitempty,flow"`
 }
 
 // When waits for a client to reach a moment: "acquired", "bare-majority"
 // (it holds the lock on a bare majority of the nodes, Node among them if
-// given; Client may be "any" for this one), "empty-release" (its release deleted nothing) or a failpoint
-// such as before-write (right after its lease check).
+// given), "failover-grant" (it holds the lock granted within a lease after
+// the service's latest failover), "empty-release" (its release deleted
+// nothing) or a failpoint such as before-write (right after its lease
+// check). Client may be "any" for bare-majority and failover-grant.
 type When struct {
 	Client  string `yaml:"client"`
 	Reaches string `yaml:"reaches"`
@@ -393,7 +398,7 @@ func (f *File) validate() error {
 	for i := 0; i < f.Clients; i++ {
 		clients[fmt.Sprintf("c%d", i)] = true
 	}
-	moments := append([]string{nemesis.MomentAcquired, nemesis.MomentEmptyRelease, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
+	moments := append([]string{nemesis.MomentAcquired, nemesis.MomentEmptyRelease, nemesis.MomentFailoverGrant, workloads.FailpointBeforeWrite, workloads.FailpointBeforeLeaseCheck, workloads.FailpointBeforeAcquire}, b.Failpoints[variant]...)
 	if len(nodes) >= 3 {
 		moments = append(moments, nemesis.MomentBareMajority)
 	}
@@ -403,8 +408,8 @@ func (f *File) validate() error {
 			return f.errAt(at+".do", "unknown action %q (choose one of: %s)", s.Do, strings.Join(nemesis.ScriptVerbs, ", "))
 		}
 		if s.When != nil {
-			if s.When.Client == nemesis.AnyClient && s.When.Reaches != nemesis.MomentBareMajority {
-				return f.errAt(at+".when", "client %q: only %s waits for any client; name one (this scenario has %s)", nemesis.AnyClient, nemesis.MomentBareMajority, names(clients))
+			if s.When.Client == nemesis.AnyClient && !slices.Contains(nemesis.AnyClientMoments, s.When.Reaches) {
+				return f.errAt(at+".when", "client %q: only %s wait for any client; name one (this scenario has %s)", nemesis.AnyClient, strings.Join(nemesis.AnyClientMoments, " and "), names(clients))
 			}
 			if !clients[s.When.Client] && s.When.Client != nemesis.AnyClient {
 				return f.errAt(at+".when", "unknown client %q (this scenario has %s)", s.When.Client, names(clients))
@@ -432,6 +437,9 @@ func (f *File) validate() error {
 		}
 		if (s.Do == "restart" || s.Do == "clock") && !nodes[s.Target] {
 			return f.errAt(at+".target", "%s needs a node, and %q is a client", s.Do, s.Target)
+		}
+		if err := f.validateLinks(at, s, nodes, clients); err != nil {
+			return err
 		}
 	}
 	for _, c := range append(slices.Clone(f.Expect.Fail), f.Expect.Hold...) {
@@ -488,6 +496,33 @@ func (f *File) validateNumbers() error {
 	return nil
 }
 
+// validateLinks checks a partition's links, which only a partition has:
+// at least one, each a node or client other than its target, and a
+// duration after which the cut heals.
+func (f *File) validateLinks(at string, s Step, nodes, clients map[string]bool) error {
+	if s.Do != "partition" {
+		if len(s.Links) > 0 {
+			return f.errAt(at+".links", "only a partition cuts links; drop links or make the step do: partition")
+		}
+		return nil
+	}
+	if len(s.Links) == 0 {
+		return f.errAt(at+".do", "a partition needs links: the nodes and clients to cut %s from, such as [%s]", s.Target, strings.Join(slices.DeleteFunc(slices.Sorted(maps.Keys(nodes)), func(n string) bool { return n == s.Target }), ", "))
+	}
+	for _, l := range s.Links {
+		switch {
+		case l == s.Target:
+			return f.errAt(at+".links", "%q is the partition's own target: name the nodes and clients cut from it", l)
+		case !nodes[l] && !clients[l]:
+			return f.errAt(at+".links", "unknown node or client %q (this scenario has %s and %s)", l, names(nodes), names(clients))
+		}
+	}
+	if s.For <= 0 {
+		return f.errAt(at+".do", "a partition needs for: how long the cut holds before it heals, such as 2s")
+	}
+	return nil
+}
+
 func names(set map[string]bool) string {
 	var out []string
 	for n := range set {
@@ -501,7 +536,7 @@ func names(set map[string]bool) string {
 func (f *File) Actions() []nemesis.Action {
 	out := make([]nemesis.Action, 0, len(f.Timeline))
 	for _, s := range f.Timeline {
-		a := nemesis.Action{At: s.At.D(), Do: s.Do, Target: s.Target, For: s.For.D(), Offset: s.Offset.D(), Wipe: s.Wipe, Fault: s.Fault}
+		a := nemesis.Action{At: s.At.D(), Do: s.Do, Target: s.Target, For: s.For.D(), Offset: s.Offset.D(), Wipe: s.Wipe, Fault: s.Fault, Links: s.Links}
 		if s.When != nil {
 			a.When = &nemesis.Trigger{Client: s.When.Client, Reaches: s.When.Reaches, Node: s.When.Node}
 		}

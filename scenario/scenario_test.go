@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,8 @@ import (
 	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/nemesis"
 )
 
 // Scenarios run the harness, which starts workers and lockcheck-run nodes by
@@ -58,6 +61,15 @@ func TestParseReadsAScenario(t *testing.T) {
 	assert.Equal(t, "c0", acts[0].When.Client)
 }
 
+// A partition step cuts the links it names from its target for a while.
+func TestParseReadsAPartition(t *testing.T) {
+	f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "do: pause", "do: partition\n    links: [redis-0, c1]")))
+	require.NoError(t, err)
+	acts := f.Actions()
+	require.Len(t, acts, 1)
+	assert.Equal(t, nemesis.Action{At: 500 * time.Millisecond, When: acts[0].When, Do: "partition", Target: "c0", For: 900 * time.Millisecond, Links: []string{"redis-0", "c1"}}, acts[0])
+}
+
 func TestParseErrorsNameTheLineAndField(t *testing.T) {
 	tests := []struct {
 		name, from, to, want string
@@ -83,6 +95,12 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"fail not a list", "fail: [resource]", "fail: {resource: 1}", "line 16: fail: expected a list such as [resource, fencing], got a mapping"},
 		{"unknown backend", "backend: redis", "backend: consul", `line 2: backend: unknown backend "consul"`},
 		{"unknown check", "fail: [resource]", "fail: [vibes]", `unknown check "vibes"`},
+		{"partition of an unknown link", "do: pause\n    target: c0", "do: partition\n    links: [c1, c9]\n    target: c0", `line 12: links: unknown node or client "c9"`},
+		{"partition cut from itself", "do: pause\n    target: c0", "do: partition\n    links: [c0]\n    target: c0", `line 12: links: "c0" is the partition's own target`},
+		{"partition with no links", "do: pause", "do: partition", `line 11: do: a partition needs links`},
+		{"partition with no duration", "do: pause\n    target: c0\n    for: 900ms", "do: partition\n    target: c0\n    links: [c1]", `line 11: do: a partition needs for`},
+		{"links on a pause", "for: 900ms", "for: 900ms\n    links: [c1]", `line 14: links: only a partition cuts links`},
+		{"any client at a failpoint", "{client: c0,", "{client: any,", `line 10: when: client "any": only bare-majority and failover-grant wait for any client`},
 		{"landed no condition", "fail: [resource]", "fail: [resource]\n  landed: some", `line 17: landed: "some" is not a condition such as ">= 1"`},
 	}
 	for _, tt := range tests {
@@ -282,4 +300,80 @@ expect: {verdict: "false", fail: [lease_safety]}
 	assert.Equal(t, []string{"127.0.0.1:6379", "127.0.0.1:6380"}, cfg.Addrs)
 	assert.NotEqual(t, "lockcheck:old:", cfg.KeyPrefix, "keys of its own")
 	assert.Equal(t, cfg.KeyPrefix, cfg.Run.Params[harness.ParamKeyPrefix])
+}
+
+// On real servers behind the process runtime's proxies: a partition step
+// cuts exactly the links it names, c0 from the redis node, for its
+// duration, heals them, and lands; c1 goes on being granted meanwhile.
+func TestPartitionStepCutsItsLinks(t *testing.T) {
+	const cut = `name: cut-c0
+backend: redis
+variant: correct
+ttl: 300ms
+clients: 2
+time_limit: 2500ms
+timeline:
+  - at: 300ms
+    do: partition
+    target: c0
+    links: [redis-0]
+    for: 1s
+expect:
+  hold: [lease_safety]
+`
+	f, err := Parse("cut.yaml", []byte(cut))
+	require.NoError(t, err)
+	o, err := Run(context.Background(), f, t.TempDir(), catalog.Programs{}, nil)
+	require.NoError(t, err)
+	assert.True(t, o.Comparison.OK(), "%+v", o.Comparison.Mismatches)
+	var parts, heals []history.Event
+	c1Granted := false
+	for _, e := range o.History.Events {
+		switch {
+		case e.F == history.NemPartition:
+			parts = append(parts, e)
+		case e.F == history.NemHeal:
+			heals = append(heals, e)
+		case len(parts) == 1 && len(heals) == 0 && e.Process == 1 && e.F == "acquire" && e.Type == history.OK:
+			c1Granted = true
+		}
+	}
+	require.Len(t, parts, 1)
+	assert.Equal(t, "c0", parts[0].Value.Target)
+	assert.Equal(t, []string{"redis-0"}, parts[0].Value.Links)
+	require.Len(t, heals, 1)
+	assert.Empty(t, heals[0].Value.Detail, "healed")
+	assert.GreaterOrEqual(t, heals[0].Time-parts[0].Time, int64(time.Second))
+	assert.True(t, c1Granted, "the cut was c0's alone")
+}
+
+// A step is refused before anything runs when the run cannot give it what
+// it needs: a grant during a failover needs a service that fails over by
+// itself, a partition links that can be cut.
+func TestStepsNeedWhatTheRunOffers(t *testing.T) {
+	tests := []struct {
+		name, backend, step string
+		params              map[string]string
+		want                string
+	}{
+		{"failover grant on sentinel", "sentinel", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, ""},
+		{"failover grant on redis", "redis", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, "step 1 (pause c0) needs a service that fails over by itself"},
+		{"partition behind proxies", "redis", "do: partition\n    target: c0\n    links: [redis-0]\n    for: 1s", nil, ""},
+		{"partition with no proxies", "redis", "do: partition\n    target: c0\n    links: [redis-0]\n    for: 1s", map[string]string{harness.ParamNetwork: harness.NetworkDirect}, "step 1 (partition c0) needs links between clients and nodes that lockcheck can cut"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := "name: needs\nbackend: " + tt.backend + "\nclients: 2\ntime_limit: 3s\ntimeline:\n  - at: 0s\n    " + tt.step + "\nexpect: {}\n"
+			f, err := Parse("needs.yaml", []byte(data))
+			require.NoError(t, err)
+			b, _, err := catalog.Lookup(f.Backend, f.Variant)
+			require.NoError(t, err)
+			err = harness.CheckFaults(f.Config(t.TempDir(), catalog.Programs{}, tt.params), b)
+			if tt.want == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, tt.want)
+			}
+		})
+	}
 }

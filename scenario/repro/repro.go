@@ -308,7 +308,7 @@ type pinner struct {
 
 // pin says the step of fault that recorded evs as the scenario steps that
 // do exactly what it did, or none when the timeline has no verbs for it
-// (a partition's cut links, a failover, a strobing clock, a fault that
+// (a failover, a strobing clock, a container cut off whole, a fault that
 // waits for its moment in the service itself).
 func (p pinner) pin(fault string, evs []history.Event) []scenario.Step {
 	var out []scenario.Step
@@ -353,6 +353,45 @@ func (p pinner) pin(fault string, evs []history.Event) []scenario.Step {
 			}
 			out = append(out, p.atMoment(s, e.Time, offset > 0))
 		}
+	case "partition", "partition-minority", "partition-halves", "partition-bridge":
+		return p.partitions(evs)
+	}
+	return out
+}
+
+// partitions says a partition fault's cuts as partition steps: each
+// target cut from the links its event lists, for as long as it held until
+// its heal. Links a step records from both sides (two halves) are cut
+// once, by the first of their events. A cut that lists no links (a
+// container disconnected whole) cannot be said so: the fault runs again.
+func (p pinner) partitions(evs []history.Event) []scenario.Step {
+	var out []scenario.Step
+	cut := map[[2]string]bool{}
+	for i, e := range evs {
+		if e.F != history.NemPartition {
+			continue
+		}
+		if len(e.Value.Links) == 0 {
+			return nil
+		}
+		target := clientName(e.Value.Target, p.cfg.Clients)
+		s := scenario.Step{Do: "partition", Target: target, For: scenario.Duration(time.Duration(e.Value.DurationMs) * time.Millisecond)}
+		for _, l := range e.Value.Links {
+			l = clientName(l, p.cfg.Clients)
+			if !cut[[2]string{target, l}] {
+				cut[[2]string{target, l}], cut[[2]string{l, target}] = true, true
+				s.Links = append(s.Links, l)
+			}
+		}
+		for _, h := range evs[i+1:] {
+			if h.F == history.NemHeal && h.Value.Target == e.Value.Target {
+				s.For = scenario.Duration(time.Duration(h.Time - e.Time).Round(time.Millisecond))
+				break
+			}
+		}
+		if len(s.Links) > 0 && s.For > 0 {
+			out = append(out, p.atMoment(s, e.Time, false))
+		}
 	}
 	return out
 }
@@ -372,16 +411,45 @@ func (p pinner) clientStep(e history.Event, evs []history.Event) scenario.Step {
 		// start looking a lease early.
 		s.When = &scenario.When{Client: s.Target, Reaches: fp}
 		at -= p.ttl
+	} else if p.duringFailover(e.Time) {
+		s.When = failoverGrant
+		at -= p.ttl
 	}
 	s.At = scenario.Duration(clampAt(at, p.cfg))
 	return s
+}
+
+// failoverGrant is the moment of a grant during a failover, in any client.
+var failoverGrant = &scenario.When{Client: nemesis.AnyClient, Reaches: nemesis.MomentFailoverGrant}
+
+// duringFailover says whether a step done at t followed a failover whose
+// grant broke a lease: within a lease after a switch-master, from which a
+// lease violation's later grant was asked for and granted within a lease
+// (the new master's grant while the old master's lease stood). Such a
+// step waits for that moment again (failover-grant, any client), looking
+// from a lease before: the failover comes when the service decides.
+func (p pinner) duringFailover(t int64) bool {
+	ttl := int64(p.ttl)
+	for _, f := range p.res.Faults {
+		if f.Kind != history.NemSwitchMaster || t < f.Start || t > f.Start+ttl {
+			continue
+		}
+		for _, v := range p.res.Checks.LeaseSafety.Evidence {
+			if v.Later.Invoke >= f.Start && v.Later.OK <= f.Start+ttl {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // atMoment times step s, done at t: when it made a node forget the keys it
 // holds (forgets) while a lease that a later grant broke stood on a bare
 // majority with that node among them, it waits for that moment again
 // (bare-majority: any client granted on a bare majority that includes the
-// node), starting to look a lease early; otherwise it runs at t.
+// node), starting to look a lease early; when it followed a failover whose
+// grant broke a lease, it waits for a grant during a failover
+// (duringFailover); otherwise it runs at t.
 func (p pinner) atMoment(s scenario.Step, t int64, forgets bool) scenario.Step {
 	at := time.Duration(t - p.origin)
 	if forgets {
@@ -396,6 +464,10 @@ func (p pinner) atMoment(s scenario.Step, t int64, forgets bool) scenario.Step {
 				break
 			}
 		}
+	}
+	if s.When == nil && p.duringFailover(t) {
+		s.When = failoverGrant
+		at -= p.ttl
 	}
 	s.At = scenario.Duration(clampAt(at, p.cfg))
 	return s
