@@ -35,12 +35,17 @@ func (c *Comparison) add(what, expected, observed string, ok bool) {
 	}
 }
 
+// VerdictNotTrue is the verdict a scenario expects of a run that must
+// never pass: false or unknown.
+const VerdictNotTrue = "not true"
+
 // Compare checks a result against the scenario's expectations.
 func (f *File) Compare(res *checker.Result) Comparison {
 	var c Comparison
 	if f.Expect.Verdict != "" {
 		got := res.Valid.String()
-		c.add("verdict", f.Expect.Verdict, got, got == f.Expect.Verdict)
+		met := got == f.Expect.Verdict || f.Expect.Verdict == VerdictNotTrue && res.Valid != checker.Valid
+		c.add("verdict", f.Expect.Verdict, got, met)
 	}
 	// A check fails when its status is failed and holds when it is ok; a
 	// notice, unknown or skipped check does neither.

@@ -114,7 +114,9 @@ type When struct {
 
 // Expect is the outcome the scenario must show.
 type Expect struct {
-	// Verdict is true, false or unknown; empty means any.
+	// Verdict is true, false or unknown, or "not true" (false or unknown:
+	// a run that must never pass, whichever way the race of the day
+	// breaks it); empty means any.
 	Verdict string `yaml:"verdict,omitempty"`
 	// Fail and Hold list checks that must fail and must hold.
 	Fail []string `yaml:"fail,omitempty,flow"`
@@ -462,9 +464,9 @@ func (f *File) validate() error {
 		}
 	}
 	switch f.Expect.Verdict {
-	case "", "true", "false", "unknown":
+	case "", "true", "false", "unknown", VerdictNotTrue:
 	default:
-		return f.errAt("expect", "verdict %q is not true, false or unknown", f.Expect.Verdict)
+		return f.errAt("expect", "verdict %q is not true, false, unknown or %q", f.Expect.Verdict, VerdictNotTrue)
 	}
 	return nil
 }

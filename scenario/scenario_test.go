@@ -377,3 +377,23 @@ func TestStepsNeedWhatTheRunOffers(t *testing.T) {
 		})
 	}
 }
+
+// "not true" is met by a false or an unknown verdict, never by a pass.
+func TestExpectNotTrue(t *testing.T) {
+	for _, tt := range []struct {
+		valid checker.Validity
+		ok    bool
+	}{
+		{checker.Invalid, true},
+		{checker.Unknown, true},
+		{checker.Valid, false},
+	} {
+		t.Run(tt.valid.String(), func(t *testing.T) {
+			f, err := Parse("incident.yaml", []byte(replaceOnce(t, demo4, "verdict: false", `verdict: "not true"`)))
+			require.NoError(t, err)
+			f.Expect = Expect{Verdict: f.Expect.Verdict, Landed: ">= 0"}
+			c := f.Compare(&checker.Result{Valid: tt.valid})
+			assert.Equal(t, tt.ok, c.OK(), "%+v", c.Mismatches)
+		})
+	}
+}
