@@ -135,7 +135,7 @@ func (f *fleet) clientSpec(spec catalog.Spec, slot int, process history.Process)
 	}
 	o := *spec.Program
 	o.Slot, o.Process = "c"+strconv.Itoa(slot), int(process)
-	o.LogPath = filepath.Join(f.logDir, results.LogsDir, fmt.Sprintf("client-%d.log", slot))
+	o.LogPath = filepath.Join(f.logDir, results.LogsDir, fmt.Sprintf("client-c%d.log", slot))
 	spec.Program = &o
 	return spec
 }

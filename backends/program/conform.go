@@ -16,6 +16,7 @@ const (
 	RuleGrant     = "acquire of a free lock is acquire_ok with a token and ttl_ms (and fence when supports.fence)"
 	RuleRefusal   = "acquire while another client holds the lock is error code 40"
 	RuleRelease   = "release of a held lock is release_ok with deleted true, and frees it"
+	RuleNewGrant  = "every grant has a token of its own, and a fence above the key's earlier ones when supports.fence"
 	RuleExpired   = "release after the lease ran out (the client stopped past it) is release_ok with deleted false"
 	RuleRestart   = "a client killed after a timeout starts again and answers init"
 	RuleFailpoint = "a declared failpoint aimed at in init is sent, and the client goes on after failpoint_ok"
@@ -109,10 +110,18 @@ func (c Conformance) Check() []Failure {
 	if g2, err := b.Acquire(bg, key); err != nil {
 		fail("acquire", RuleRelease, fmt.Errorf("after the release, acquire of %s: %v", key, err))
 	} else {
+		switch {
+		case g2.Token == g.Token:
+			fail("acquire_ok", RuleNewGrant, fmt.Errorf("the next grant of %s has the token %q again", key, g.Token))
+		case fenced && g.Fence != nil && g2.Fence != nil && *g2.Fence <= *g.Fence:
+			fail("acquire_ok", RuleNewGrant, fmt.Errorf("the next grant of %s has fence %d, not above %d", key, *g2.Fence, *g.Fence))
+		}
 		b.Release(bg, key, g2) //nolint:errcheck // tidying up
 	}
 
-	if !c.UntilRelease {
+	// A grant with no lease was named above; stopping the client past a
+	// lease of 0 would test nothing.
+	if !c.UntilRelease && g.TTL > 0 {
 		key := c.Keys[1]
 		if g, err := a.Acquire(bg, key); err != nil {
 			fail("acquire", RuleGrant, err)

@@ -61,6 +61,7 @@ func TestCheckFailsBrokenClients(t *testing.T) {
 		{"crash", RuleExit},
 		{"flood", RuleStderr},
 		{"nostart", RuleStart},
+		{"sametoken", RuleNewGrant},
 	}
 	var wg sync.WaitGroup
 	got := make([][]Failure, len(cases))

@@ -62,7 +62,7 @@ func TestClientProgramE2E(t *testing.T) {
 	assert.Equal(t, "go-redis", res.Config.Client.Library)
 	assert.Equal(t, []string{bin}, res.Config.Client.Command)
 	assert.Equal(t, "goclient", res.Config.Backend)
-	assert.FileExists(t, filepath.Join(store, "latest", results.LogsDir, "client-0.log"))
+	assert.FileExists(t, filepath.Join(store, "latest", results.LogsDir, "client-c0.log"))
 
 	scn := filepath.Join(t.TempDir(), "watchdog-before-renew.yaml")
 	require.NoError(t, os.WriteFile(scn, []byte(`name: client-watchdog-before-renew

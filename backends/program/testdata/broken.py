@@ -40,7 +40,7 @@ for line in sys.stdin:
             send({"type": "acquire_ok", "in_reply_to": mid, "ttl_ms": 500})
         elif mode == "crash":
             sys.exit(1)
-        elif req["key"] in held and held[req["key"]] > time.monotonic():
+        elif mode != "sametoken" and req["key"] in held and held[req["key"]] > time.monotonic():
             send({"type": "error", "in_reply_to": mid, "code": 40, "text": "held"})
         else:
             n += 1
@@ -48,6 +48,8 @@ for line in sys.stdin:
             reply = {"type": "acquire_ok", "in_reply_to": mid, "token": "%s-t%d" % (id(held), n), "ttl_ms": 300}
             if mode == "nottl":
                 del reply["ttl_ms"]
+            if mode == "sametoken":
+                reply["token"] = "t"
             send(reply)
     elif t == "release":
         send({"type": "release_ok", "in_reply_to": mid, "deleted": held.pop(req["key"], 0) > time.monotonic()})
