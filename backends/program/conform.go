@@ -165,7 +165,7 @@ func (c Conformance) checkTimeout(a *Lock, fail func(msg, rule string, err error
 		fail("acquire", RuleRestart, errors.New("the client is not running"))
 		return
 	}
-	p.signal(syscall.SIGSTOP)
+	p.stop()
 	_, err := a.Acquire(bg, key)
 	p.signal(syscall.SIGCONT)
 	if err == nil || errors.Is(err, backends.ErrNotAcquired) {
@@ -230,7 +230,7 @@ func (l *Lock) stopFor(d time.Duration) {
 	if p == nil {
 		return
 	}
-	p.signal(syscall.SIGSTOP)
+	p.stop()
 	time.Sleep(d)
 	p.signal(syscall.SIGCONT)
 }

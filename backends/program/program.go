@@ -522,6 +522,18 @@ func (p *proc) signal(sig syscall.Signal) {
 	syscall.Kill(pid, sig) //nolint:errcheck // it may have exited meanwhile
 }
 
+// stop stops the program and every process it started (SIGSTOP) and
+// waits until each of their threads is stopped: the kernel stops a
+// process's threads one by one, and on a loaded machine one can run on
+// long enough to answer a request sent right after the signal.
+func (p *proc) stop() {
+	p.signal(syscall.SIGSTOP)
+	pids := append(procstate.Descendants(p.cmd.Process.Pid), p.cmd.Process.Pid)
+	for _, pid := range pids {
+		procstate.WaitStopped(pid, 2*time.Second) //nolint:errcheck // a check that finds it running says so
+	}
+}
+
 // read follows the program's stdout until it ends.
 func (p *proc) read(stdout io.Reader) {
 	r := bufio.NewReaderSize(stdout, 64<<10)
