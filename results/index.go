@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -242,6 +243,33 @@ func (c confined) Open(name string) (fs.File, error) {
 	return f, err
 }
 
+// renderedPages are the pages lockcheck writes itself (the report, a soak
+// segment's report, the compare, index and linearizability pages), served
+// as HTML; its screenshots (*.png) are served as images.
+var renderedPages = []string{ReportFile, LinearizabilityFile, CompareReport, IndexFile, "report-*.html"}
+
+// servedType is the content type of the store file at p: a page lockcheck
+// rendered as HTML, and every other file (a history, a client program's
+// log, a node's output: text lockcheck did not write) as plain text, never
+// the type the machine's MIME tables guess from its name, so that a log
+// that starts with <html><script> is shown, not run. "" for a folder,
+// whose listing the file server renders (escaped) itself.
+func servedType(p string) string {
+	if strings.HasSuffix(p, "/") {
+		return ""
+	}
+	base := path.Base(p)
+	for _, page := range renderedPages {
+		if ok, _ := path.Match(page, base); ok {
+			return "text/html; charset=utf-8"
+		}
+	}
+	if path.Ext(base) == ".png" {
+		return "image/png"
+	}
+	return "text/plain; charset=utf-8"
+}
+
 // StoreHandler serves a store: the index at /, and every file under the
 // store (reports, histories, logs) as it is. Files are opened through an
 // os.Root of the store, so no path, and no symlink inside the store, leads
@@ -265,6 +293,9 @@ func StoreHandler(store string) (http.Handler, error) {
 			return
 		}
 		if r.URL.Path != "/" {
+			if ct := servedType(r.URL.Path); ct != "" {
+				w.Header().Set("Content-Type", ct)
+			}
 			files.ServeHTTP(w, r)
 			return
 		}

@@ -84,6 +84,10 @@ func TestStoreHandler(t *testing.T) {
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(store, "passwd")))
 	require.NoError(t, os.Symlink("../..", filepath.Join(store, "20250102-030405-redis-unfenced", "up")))
 	require.NoError(t, os.Symlink("20250102-030405-redis-unfenced", filepath.Join(store, LatestLink)))
+	// A client program's log is the program's text: it may be markup.
+	require.NoError(t, os.MkdirAll(filepath.Join(store, "20250102-030405-redis-unfenced", "logs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(store, "20250102-030405-redis-unfenced", "logs", "client-c0.log"), []byte("<html><script>alert(1)</script>"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(store, "20250102-030405-redis-unfenced", "logs", "page.html"), []byte("<html><script>alert(1)</script>"), 0o644))
 	handler, err := StoreHandler(store)
 	require.NoError(t, err)
 	srv := httptest.NewServer(handler)
@@ -121,6 +125,23 @@ func TestStoreHandler(t *testing.T) {
 			code, body := get(tc.method, tc.path)
 			assert.Equal(t, tc.code, code)
 			assert.Contains(t, body, tc.contains)
+		})
+	}
+	for _, tc := range []struct{ path, contentType string }{
+		{"/20250102-030405-redis-unfenced/logs/client-c0.log", "text/plain; charset=utf-8"},
+		{"/20250102-030405-redis-unfenced/logs/page.html", "text/plain; charset=utf-8"},
+		{"/20250102-030405-redis-unfenced/history.jsonl", "text/plain; charset=utf-8"},
+		{"/20250102-030405-redis-unfenced/results.json", "text/plain; charset=utf-8"},
+		{"/20250102-030405-redis-unfenced/report.html", "text/html; charset=utf-8"},
+		{"/", "text/html; charset=utf-8"},
+	} {
+		t.Run("type of "+tc.path, func(t *testing.T) {
+			resp, err := http.Get(srv.URL + tc.path)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, tc.contentType, resp.Header.Get("Content-Type"), "a file lockcheck did not render is plain text")
+			assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
 		})
 	}
 	_, index := get(http.MethodGet, "/")

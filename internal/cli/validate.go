@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 )
 
 // Minimums of the nemesis's timing: a pause shorter than minPause stops a
@@ -18,23 +22,26 @@ const (
 )
 
 // flagRule is what values one numeric flag accepts: at least min (in the
-// flag's unit: nanoseconds for a duration), or also 0 when zeroMeans says
-// what 0 picks; check says why not, given the value.
+// flag's unit: nanoseconds for a duration), at most max() when max is set,
+// or also 0 when zeroMeans says what 0 picks; why says, for the user, what
+// the bound stands for.
 type flagRule struct {
 	min       float64
 	zeroMeans string
+	why       string
+	max       func() (n float64, why string)
 }
 
 // flagRules are the numeric flags whose rule is more than "not negative",
 // the rule every other number flag of every command follows (backends' and
 // faults' flags included). --skew may be negative: it jumps a clock back.
 var flagRules = map[string]flagRule{
-	"ttl":                     {min: 1},
+	"ttl":                     {min: float64(time.Millisecond), why: "a lock service grants leases in whole milliseconds, so a shorter TTL asks for a lease of none"},
 	"time-limit":              {min: 1},
 	"op-timeout":              {min: 1},
 	"retry":                   {min: 1},
 	"linearizability-timeout": {min: 1},
-	"clients":                 {min: 1},
+	"clients":                 {min: 1, max: maxClients},
 	"keys":                    {min: 1},
 	"redlock-tries":           {min: 1},
 	"skew-nodes":              {min: 1},
@@ -62,12 +69,37 @@ func validateFlags(fl *pflag.FlagSet) error {
 		if !ok {
 			rule = flagRule{min: 0}
 		}
+		if rule.max != nil {
+			if most, why := rule.max(); v > most {
+				err = fmt.Errorf("--%s=%s: must be at most %s: %s", f.Name, f.Value.String(), strconv.FormatFloat(most, 'f', -1, 64), why)
+				return
+			}
+		}
 		if v >= rule.min || (v == 0 && rule.zeroMeans != "") {
 			return
 		}
 		err = fmt.Errorf("--%s=%s: %s", f.Name, f.Value.String(), want(rule, isDuration))
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return timeLimitHoldsALease(fl)
+}
+
+// timeLimitHoldsALease refuses a time limit shorter than the TTL: a run
+// that ends before one lease could run out cannot see a lease end, or a
+// holder outlive one, and its pass would vouch for nothing.
+func timeLimitHoldsALease(fl *pflag.FlagSet) error {
+	limit, ttl := fl.Lookup("time-limit"), fl.Lookup("ttl")
+	if limit == nil || ttl == nil {
+		return nil
+	}
+	l, _, lok := numericValue(limit)
+	t, _, tok := numericValue(ttl)
+	if !lok || !tok || l >= t {
+		return nil
+	}
+	return fmt.Errorf("--time-limit=%s: must be at least the TTL (--ttl %s): a run shorter than one lease cannot see a lease run out, so it would test nothing", limit.Value.String(), ttl.Value.String())
 }
 
 // numericValue reads a duration, int or float flag's value.
@@ -103,5 +135,51 @@ func want(r flagRule, isDuration bool) string {
 	if r.zeroMeans != "" {
 		s += " (or 0 for " + r.zeroMeans + ")"
 	}
+	if r.why != "" {
+		s += ": " + r.why
+	}
 	return s
+}
+
+// memoryPerClient is what one client slot takes at most on this machine:
+// its worker (lockcheck itself, about 20 MB resident) and the lock client
+// program it may start (an interpreter with its library), with room to
+// spare. docs/running.md states the bound --clients follows from it.
+const memoryPerClient = 64 << 20
+
+// maxClients is the most clients this machine can run: every client slot
+// is a worker process (and maybe a lock client program of its own), so
+// the bound is the memory the machine has over memoryPerClient, and no
+// more than half the processes the user may start.
+func maxClients() (float64, string) {
+	mem := memTotal()
+	n := mem / memoryPerClient
+	why := fmt.Sprintf("every client is a process of its own (a worker, and its lock client program), and %d MiB of memory holds %d at %d MiB each", mem>>20, n, memoryPerClient>>20)
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &lim); err == nil && lim.Cur != unix.RLIM_INFINITY && int64(lim.Cur/2) < n {
+		n = int64(lim.Cur / 2)
+		why = fmt.Sprintf("every client is a process of its own (a worker, and its lock client program), and the user may start %d processes (ulimit -u)", lim.Cur)
+	}
+	return float64(max(n, 1)), why
+}
+
+// memTotal is the machine's memory in bytes (MemTotal of /proc/meminfo),
+// or 4 GiB where it cannot be read.
+func memTotal() int64 {
+	const fallback = 4 << 30
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return fallback
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil && kb > 0 {
+				return kb << 10
+			}
+		}
+	}
+	return fallback
 }
