@@ -9,7 +9,7 @@ import (
 
 // replayRates are how often the repro.yaml lockcheck wrote for a failing
 // run reproduced it (failed the same checks) in 10 replays, as measured on
-// a loaded 2-core machine for the README's table ("From a failing run to a
+// a loaded 2-core machine for docs/scenarios.md's table ("From a failing run to a
 // scenario"), by the run's backend and faults. Measure again when the
 // repro writer, the harness or a backend changes, and update both.
 var replayRates = []struct {
@@ -38,7 +38,7 @@ var replayRates = []struct {
 func ReplayRate(cfg history.RunConfig) string {
 	for _, r := range replayRates {
 		if r.backend == cfg.Backend && slices.Equal(r.faults, cfg.Nemesis) {
-			return fmt.Sprintf("reproductions of %s runs under %s failed the same checks in %s replays (measured; README)",
+			return fmt.Sprintf("reproductions of %s runs under %s failed the same checks in %s replays (measured; docs/scenarios.md)",
 				r.backend, FaultsName(r.faults), r.rate)
 		}
 	}

@@ -28,7 +28,7 @@ func newScenarioCmd() *cobra.Command {
 exact timeline of faults (at times, or when a client reaches a moment) and
 states which checks must fail and which must hold. lockcheck ships a
 catalogue, one scenario per failure its seed articles describe; a YAML file
-of your own reproduces your incident (see the README).`,
+of your own reproduces your incident (see docs/scenarios.md).`,
 	}
 	cmd.AddCommand(newScenarioListCmd(), newScenarioRunCmd(), newShrinkCmd())
 	return cmd

@@ -122,7 +122,7 @@ func TestWrite(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, File), path)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Regexp(t, `^# Replay rate: reproductions of redis runs under pause-holder failed the same checks in \d+ of 10 replays \(measured; README\)\.\n`, string(data))
+	assert.Regexp(t, `^# Replay rate: reproductions of redis runs under pause-holder failed the same checks in \d+ of 10 replays \(measured; docs/scenarios.md\)\.\n`, string(data))
 
 	// A run that ended true writes none, and leaves no stale one behind.
 	res.Valid = checker.Valid
