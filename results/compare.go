@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 )
 
 // Files of a comparison folder, <out>/<timestamp>-compare/, which also holds
@@ -49,6 +50,18 @@ type Comparison struct {
 	Seed        int64    `json:"seed"`
 	Interrupted bool     `json:"interrupted,omitempty"`
 	Cells       []Cell   `json:"cells"`
+	// Lockcheck is the build that wrote this file: the one that ran the
+	// cells, or for a merge the one that merged them.
+	Lockcheck buildinfo.Info `json:"lockcheck"`
+	// Builds, in a merge, are the builds the merged comparisons came from,
+	// each with the parts it made; absent when they all came from one.
+	Builds []PartsBuild `json:"builds,omitempty"`
+}
+
+// PartsBuild is one build of lockcheck and the merged parts it made.
+type PartsBuild struct {
+	Lockcheck buildinfo.Info `json:"lockcheck"`
+	Parts     []string       `json:"parts"`
 }
 
 // Cell is one combination of the matrix and what became of it.
@@ -140,6 +153,9 @@ func WriteComparison(dir string, c *Comparison) error {
 		c.Cells = []Cell{}
 	}
 	c.Schema = CompareSchema
+	if c.Lockcheck.Go == "" {
+		c.Lockcheck = buildinfo.Current()
+	}
 	err := writeFileAtomic(dir, CompareResults, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

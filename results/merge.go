@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 )
 
 // IndexFile is the store index a merge writes beside its comparison (lockcheck
@@ -106,6 +108,8 @@ func MergeComparisons(out string, dirs []string, commandLine []string, now time.
 	}
 	var cells []placed
 	seen := map[string]string{}
+	var labels []string
+	var builds []buildinfo.Info
 	for pi, p := range parts {
 		merged.Started = earliest(merged.Started, p.c.Started)
 		merged.Finished = max(merged.Finished, p.c.Finished)
@@ -114,6 +118,7 @@ func MergeComparisons(out string, dirs []string, commandLine []string, now time.
 		if p.of == 1 {
 			label = "part" + strconv.Itoa(pi+1)
 		}
+		labels, builds = append(labels, label), append(builds, p.c.Lockcheck)
 		for i, c := range p.c.Cells {
 			key := c.Backend + "/" + c.Variant + " " + c.Workload + " " + FaultsName(c.Nemesis)
 			if other, dup := seen[key]; dup {
@@ -135,6 +140,7 @@ func MergeComparisons(out string, dirs []string, commandLine []string, now time.
 	for _, c := range cells {
 		merged.Cells = append(merged.Cells, c.cell)
 	}
+	merged.Builds = groupBuilds(labels, builds)
 	if err := WriteComparison(dir, merged); err != nil {
 		return "", nil, err
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 )
 
 // shardsOf writes the comparison of comparisonWithRuns as n shards, each in
@@ -89,4 +91,60 @@ func TestMergeRefuses(t *testing.T) {
 
 	_, _, err = FindMergeable([]string{t.TempDir()})
 	assert.ErrorContains(t, err, "holds no comparison and no soak")
+}
+
+// withBuild rewrites a comparison folder's compare.json as if a build of
+// lockcheck at revision rev had written it.
+func withBuild(t *testing.T, dir, rev string) {
+	t.Helper()
+	c, err := ReadComparison(dir)
+	require.NoError(t, err)
+	clean := false
+	c.Lockcheck = buildinfo.Info{Version: "v0.0.0-20261202010109-" + rev[:12], Revision: rev, Modified: &clean, Go: "go1.26.8"}
+	require.NoError(t, WriteComparison(dir, c))
+}
+
+func TestMergeSaysWhenShardsCameFromDifferentBuilds(t *testing.T) {
+	revA, revB := "aaaaaaaaaaaa1111111111111111111111111111", "bbbbbbbbbbbb2222222222222222222222222222"
+	tests := []struct {
+		name      string
+		revisions []string
+		builds    [][]string // the parts of each build; none when one build made them all
+	}{
+		{"one build", []string{revA, revA}, nil},
+		{"two builds", []string{revA, revB}, [][]string{{"s1of2"}, {"s2of2"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stores, _ := shardsOf(t, 2)
+			dirs, _, err := FindMergeable(stores)
+			require.NoError(t, err)
+			for i, d := range dirs {
+				withBuild(t, d, tt.revisions[i])
+			}
+			dir, merged, err := MergeComparisons(t.TempDir(), dirs, nil, time.Now())
+			require.NoError(t, err)
+			var parts [][]string
+			for _, b := range merged.Builds {
+				parts = append(parts, b.Parts)
+			}
+			assert.Equal(t, tt.builds, parts)
+			back, err := ReadComparison(dir)
+			require.NoError(t, err)
+			assert.Equal(t, merged.Builds, back.Builds, "compare.json keeps the builds")
+			note := BuildsNote("comparisons", merged.Builds)
+			if tt.builds == nil {
+				assert.Empty(t, note)
+				return
+			}
+			assert.Equal(t, "the merged comparisons came from different builds of lockcheck, so a verdict that differs between them may be lockcheck's change, not the lock's: s1of2 from revision aaaaaaaaaaaa; s2of2 from revision bbbbbbbbbbbb", note)
+		})
+	}
+}
+
+func TestBuildsNoteWithoutRevisions(t *testing.T) {
+	devel := buildinfo.Info{Version: "(devel)", Revision: buildinfo.Unknown, Go: "go1.26.8"}
+	groups := groupBuilds([]string{"s1of2", "s2of2"}, []buildinfo.Info{devel, devel})
+	assert.Len(t, groups, 2, "two builds that recorded no revision cannot be told to be one")
+	assert.Contains(t, BuildsNote("soaks", groups), "the merged soaks came from builds of lockcheck that recorded no revision")
 }

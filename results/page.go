@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"html/template"
-	"runtime/debug"
 )
 
 //go:embed report.js
@@ -26,35 +25,4 @@ func contentPolicy(script string) string {
 	}
 	sum := sha256.Sum256([]byte(script))
 	return p + "; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
-}
-
-// lockcheckVersion names the build that writes a page: its module version,
-// or its VCS revision for a build from a checkout.
-func lockcheckVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := info.Main.Version
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if (v == "" || v == "(devel)") && rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		return rev + dirty
-	}
-	if v == "" {
-		return "(devel)"
-	}
-	return v
 }

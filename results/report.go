@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 )
 
 //go:embed report.html.tmpl
@@ -187,7 +188,7 @@ func versionRows(versions map[string]string) []kv {
 		rows = append(rows, kv{k, versions[k]})
 	}
 	if _, ok := versions["lockcheck"]; !ok {
-		rows = append(rows, kv{"lockcheck (this report)", lockcheckVersion()})
+		rows = append(rows, kv{"lockcheck (this report)", buildinfo.Current().Short() + ", " + buildinfo.Current().Go})
 	}
 	return rows
 }

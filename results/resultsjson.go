@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
@@ -55,6 +56,10 @@ type Results struct {
 	// Sessions is the evidence of server sessions that went astray (a
 	// pooler's signature); absent when there is none.
 	Sessions *checker.ServerSessions `json:"sessions,omitempty"`
+	// Lockcheck is the build of lockcheck that checked the history and
+	// wrote this file (docs/results.md): a verdict that changed between
+	// two nights can be told from a lockcheck that changed.
+	Lockcheck buildinfo.Info `json:"lockcheck"`
 }
 
 // newResults assembles results.json from a history and its check.
@@ -72,6 +77,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Reason:        res.Reason,
 		Config:        cfg,
 		HistoryEvents: h.Length(),
+		Lockcheck:     buildinfo.Current(),
 		Faults:        res.Faults,
 		Schema:        Schema,
 		Truncated:     res.Truncated,

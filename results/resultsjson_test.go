@@ -2,8 +2,11 @@ package results
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,6 +47,12 @@ func TestResultsJSONContract(t *testing.T) {
 	assert.JSONEq(t, `1`, string(top["seed"]))
 	assert.JSONEq(t, `1`, string(top["schema"]))
 	assert.JSONEq(t, `24`, string(top["history_events"]))
+	// The build that wrote it: go test records no VCS information, so the
+	// revision is "unknown" here and modified null, never a guess.
+	var build map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(top["lockcheck"], &build))
+	assert.ElementsMatch(t, []string{"version", "revision", "modified", "go"}, slices.Collect(maps.Keys(build)))
+	assert.JSONEq(t, `"`+runtime.Version()+`"`, string(build["go"]))
 
 	var checks map[string]map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(top["checks"], &checks))

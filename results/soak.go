@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 )
 
 // A soak directory holds one long test cut into segments, each a run of
@@ -77,6 +78,8 @@ type Soak struct {
 	FaultsLanded    int       `json:"faults_landed"`
 	AnomalySegments int       `json:"anomaly_segments"`
 	Schema          int       `json:"schema"`
+	// Lockcheck is the build that ran the soak.
+	Lockcheck buildinfo.Info `json:"lockcheck"`
 
 	// reported are the checks whose anomalies a kept report shows.
 	reported map[string]bool
@@ -102,7 +105,7 @@ type SoakSegment struct {
 
 // NewSoak starts the summary of a soak.
 func NewSoak() *Soak {
-	return &Soak{Valid: checker.Valid, AcquireLatency: make([]int64, len(LatencyBoundsMs)+1), LatencyBoundsMs: LatencyBoundsMs, Schema: Schema, Segments: []SoakSegment{}, reported: map[string]bool{}}
+	return &Soak{Valid: checker.Valid, AcquireLatency: make([]int64, len(LatencyBoundsMs)+1), LatencyBoundsMs: LatencyBoundsMs, Schema: Schema, Segments: []SoakSegment{}, reported: map[string]bool{}, Lockcheck: buildinfo.Current()}
 }
 
 // ArchiveSegment moves segment n out of runDir (a run directory lockcheck

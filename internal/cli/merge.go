@@ -56,6 +56,9 @@ interrupted.`,
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "merged %d comparisons, %d cells: %s\n", len(comparisons), len(c.Cells), dir)
+				if note := results.BuildsNote("comparisons", c.Builds); note != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), "note: "+note)
+				}
 				if e, ok := compareExit(c).(exitError); ok {
 					code = e.code
 				}
@@ -74,6 +77,9 @@ interrupted.`,
 					code = max(code, e.code)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "merged %d soaks, %d segments: %s\n", len(merged), segments, dir)
+				if note := results.BuildsNote("soaks", results.SoakBuilds(merged)); note != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), "note: "+note)
+				}
 			}
 			if code != exitValid {
 				return exitError{code}

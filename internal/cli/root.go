@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lockcheck/lockcheck/internal/buildinfo"
 )
 
 func newRootCmd() *cobra.Command {
@@ -35,8 +37,10 @@ lockcheck could not run.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newSoakCmd(), newCheckCmd(), newCompareCmd(), newMergeCmd(), newServeCmd(), newScenarioCmd(), newShrinkCmd(), newImagesCmd(), newWorkerCmd(), newClientCmd())
+	root.AddCommand(newRunCmd(), newSoakCmd(), newCheckCmd(), newCompareCmd(), newMergeCmd(), newServeCmd(), newScenarioCmd(), newShrinkCmd(), newImagesCmd(), newWorkerCmd(), newClientCmd(), newVersionCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = buildinfo.Current().String()
+	root.SetVersionTemplate("{{.Version}}")
 	return root
 }
 
