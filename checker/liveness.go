@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/lockcheck/lockcheck/history"
 )
@@ -191,8 +192,8 @@ func stallReason(f *facts, key string, holder *Grant, stall Interval, stuck bool
 		parts = append(parts, fmt.Sprintf("nobody got the lock from %s to the end of the run although clients kept trying",
 			relSeconds(stall.Start-f.span.Start)))
 	default:
-		if why := stallFault(f.faults, holder, stall); why != "" {
-			parts = append(parts, fmt.Sprintf("nobody was granted %s for %s from %s %s",
+		if why := stallFault(f.faults, holder, stall, f.span.Start); why != "" {
+			parts = append(parts, fmt.Sprintf("nobody was granted %s for %s from %s%s",
 				key, lasting(stall.End-stall.Start), relSeconds(stall.Start-f.span.Start), why))
 		}
 	}
@@ -206,23 +207,33 @@ func stallReason(f *facts, key string, holder *Grant, stall Interval, stuck bool
 	return strings.Join(parts, "; ")
 }
 
-// stallFault says which fault in force during a stall explains it best:
-// "while c0, paused, held its lease" when holder, the client holding the
-// key as the stall began, was paused during it, else the first fault in
-// force; empty when there was none.
-func stallFault(faults []Fault, holder *Grant, stall Interval) string {
+// stallFault says which fault in force during a stall explains it best,
+// as the rest of a sentence: when holder, the client holding the key as the
+// stall began, was paused during it, "; c0's 500 ms lease ended at 1.0s
+// while c0 was paused" for a lease with a TTL that the pause outlasted
+// during the stall, else " while c0, paused, held its lease"; otherwise the
+// first fault in force; empty when there was none. t0 is the history's
+// start.
+func stallFault(faults []Fault, holder *Grant, stall Interval, t0 int64) string {
 	in := faultsDuring(faults, stall.Start, stall.End)
 	if len(in) == 0 {
 		return ""
 	}
 	if holder != nil {
+		who := holder.Process.String()
+		if holder.TTLms > 0 {
+			cover := newFaultCover(faults, never)
+			if end, _, found := cover.pausedEnd(holder.Process, holder.OK, holder.BeliefEnd, holder.TTLms); found && end < stall.End {
+				return "; " + pausedLease(who, holder.TTLms, relSeconds(end-t0))
+			}
+		}
 		for _, f := range in {
-			if f.Kind == history.NemPause && f.Target == holder.Process.String() && f.Start < holder.BeliefEnd {
-				return "while " + f.Target + ", paused, held its lease"
+			if f.Kind == history.NemPause && f.Target == who && f.Start < holder.BeliefEnd {
+				return " while " + who + ", paused, held its lease"
 			}
 		}
 	}
-	return faultPhrase(in[0])
+	return " " + faultPhrase(in[0])
 }
 
 // Liveness: how the lock served its clients.
@@ -303,9 +314,11 @@ func (l *Liveness) Judge(JudgeContext) Judgement {
 // and every acquire whose outcome is unknown (it may have been granted),
 // gives its key a claim: from the acquire's invoke to the moment the
 // service certainly had nothing left to free on its behalf (claimEnd, kept
-// by the scan), prolonged while a fault on a node, or on the claim's own
-// client, is in force then (a server cannot let go of a session it cannot
-// see end, nor expire anything while it is stopped). An acquire refused as
+// by the scan; for a lease with a TTL whose holder was paused past it, one
+// TTL into the pause), prolonged while a fault on a node is in force then
+// (a server cannot expire anything while it is stopped), and, for a lock
+// that lasts until release, while a fault on the claim's own client is (a
+// server cannot let go of a session it cannot see end). An acquire refused as
 // busy that no claim overlaps is unexplained; the key is orphaned when two
 // unexplained refusals, with no claim between them, lie more than the
 // bound apart: from the first one's answer to the last one's invoke.
@@ -350,6 +363,9 @@ type claimBy struct {
 	outcome attemptOutcome
 	ttl     int64
 	end     claimEnd
+	// ok and beliefEnd are, for a grant, its ok and when its holder
+	// stopped believing (never: not before the history ended).
+	ok, beliefEnd int64
 }
 
 // gapRefusals sums up the unexplained refusals of one gap between claims.
@@ -374,34 +390,80 @@ type orphanFound struct {
 }
 
 // faultCover is the faults that prolong a claim: those on a node (merged
-// into disjoint stretches) and those on each client, as far as the scan has
-// read (up to known; never at the end of the history).
+// into disjoint stretches) and those on each client, and each client's
+// pauses, which end a lease with a TTL, as far as the scan has read (up to
+// known; never at the end of the history).
 type faultCover struct {
 	nodes   []Interval
 	clients map[string][]Interval
+	pauses  map[string][]Interval
 	known   int64
 }
 
 // newFaultCover reads faults, known up to known; one that has not healed
 // yet ends never.
 func newFaultCover(faults []Fault, known int64) faultCover {
-	c := faultCover{clients: map[string][]Interval{}, known: known}
+	c := faultCover{clients: map[string][]Interval{}, pauses: map[string][]Interval{}, known: known}
 	for _, f := range faults {
 		if f.End <= f.Start {
 			continue // a point prolongs nothing
 		}
 		iv := Interval{Start: f.Start, End: f.End}
-		if p, ok := clientTarget(&history.Value{Target: f.Target}); ok && p.String() == f.Target {
-			c.clients[f.Target] = append(c.clients[f.Target], iv)
-		} else {
+		switch {
+		case !onClient(f.Target):
 			c.nodes = append(c.nodes, iv)
+		case f.Kind == history.NemPause:
+			c.pauses[f.Target] = append(c.pauses[f.Target], iv)
+			fallthrough
+		default:
+			c.clients[f.Target] = append(c.clients[f.Target], iv)
 		}
 	}
 	c.nodes = mergeIntervals(c.nodes)
 	for t, ivs := range c.clients {
 		c.clients[t] = mergeIntervals(ivs)
 	}
+	for t, ivs := range c.pauses {
+		c.pauses[t] = mergeIntervals(ivs)
+	}
 	return c
+}
+
+// pausedEnd is when a lease with a TTL of ttlMs, granted at ok and
+// believed by its holder p until beliefEnd, certainly ended because p was
+// paused: one TTL after the first pause of p within the belief (or after
+// ok, when that is later) that outlasted it, and that pause's start (or
+// ok). A stopped client renews nothing, and a service expires a lease with
+// a TTL whatever its holder believes; a renewal already on its way when
+// the pause began is what the orphan bound's second TTL is for. found is
+// false when no pause known up to c.known outlasted the lease.
+func (c faultCover) pausedEnd(p history.Process, ok, beliefEnd, ttlMs int64) (end, paused int64, found bool) {
+	for _, iv := range c.pauses[p.String()] {
+		if iv.Start >= beliefEnd || iv.End <= ok {
+			continue
+		}
+		from := max(ok, iv.Start)
+		_, end := history.LeaseEnds(from, from, time.Duration(ttlMs)*time.Millisecond, 0)
+		if iv.End > end && end < c.known {
+			return end, from, true
+		}
+	}
+	return 0, 0, false
+}
+
+// ends is where claim by ends once every fault that prolongs it has healed
+// (never while one has not: see prolong). A lease with a TTL that its
+// holder's pause outlasted ends one TTL into the pause, as by.end then
+// says; only faults on nodes prolong it. A lock that lasts until release
+// is prolonged by faults on its own client too: a server cannot let go of
+// a session it cannot see end.
+func (c faultCover) ends(by *claimBy) int64 {
+	if by.outcome == attemptGranted && by.ttl > 0 {
+		if at, paused, found := c.pausedEnd(by.process, by.ok, by.beliefEnd, by.ttl); found && at < by.end.at {
+			by.end = claimEnd{at: at, how: endedWhilePaused, event: paused}
+		}
+	}
+	return c.prolong(by.end.at, by.process, by.ttl <= 0)
 }
 
 // mergeIntervals sorts ivs and merges those that touch.
@@ -419,10 +481,10 @@ func mergeIntervals(ivs []Interval) []Interval {
 }
 
 // prolong is the end of a claim of process p that would end at t, once
-// every fault on a node or on p in force at that moment has healed; never
-// while one has not, or while that end lies beyond what the scan has read
-// (a fault the scan has not read yet may still prolong it).
-func (c faultCover) prolong(t int64, p history.Process) int64 {
+// every fault on a node (and, with own, on p) in force at that moment has
+// healed; never while one has not, or while that end lies beyond what the
+// scan has read (a fault the scan has not read yet may still prolong it).
+func (c faultCover) prolong(t int64, p history.Process, own bool) int64 {
 	within := func(ivs []Interval) (int64, bool) {
 		i := sort.Search(len(ivs), func(i int) bool { return ivs[i].End >= t })
 		if i < len(ivs) && ivs[i].Start <= t && ivs[i].End > t {
@@ -430,13 +492,16 @@ func (c faultCover) prolong(t int64, p history.Process) int64 {
 		}
 		return t, false
 	}
-	own := c.clients[p.String()]
+	var mine []Interval
+	if own {
+		mine = c.clients[p.String()]
+	}
 	for t != never {
 		var moved bool
 		if end, ok := within(c.nodes); ok {
 			t, moved = end, true
 		}
-		if end, ok := within(own); ok {
+		if end, ok := within(mine); ok {
 			t, moved = end, true
 		}
 		if !moved {
@@ -474,7 +539,7 @@ func (o *orphanSweep) sweep(key string, attempts []attempt, horizon int64, fault
 	// Claims that waited for a fault to heal end where it healed.
 	open := o.open[:0]
 	for _, by := range o.open {
-		if e := faults.prolong(by.end.at, by.process); e != never {
+		if e := faults.ends(&by); e != never {
 			o.raise(e, by)
 		} else {
 			open = append(open, by)
@@ -505,12 +570,13 @@ func (o *orphanSweep) sweep(key string, attempts []attempt, horizon int64, fault
 				clear(tentative) // this claim overlaps them
 				o.close(key, start, ev.at, false)
 			}
-			by := claimBy{start: a.invoke, process: a.process, outcome: a.outcome, ttl: a.ttl, end: a.claim}
+			by := claimBy{start: a.invoke, process: a.process, outcome: a.outcome, ttl: a.ttl, end: a.claim, ok: a.end, beliefEnd: a.beliefEnd}
 			if !a.claimed {
 				by.end = claimEnd{at: never, how: endedAtHistoryEnd, event: never}
+				by.beliefEnd = never
 			}
 			o.ttl = max(o.ttl, a.ttl)
-			if e := faults.prolong(by.end.at, by.process); e != never {
+			if e := faults.ends(&by); e != never {
 				o.raise(e, by)
 			} else {
 				o.open = append(o.open, by)
@@ -621,6 +687,8 @@ func claimStory(f *facts, by claimBy, at func(int64) string) string {
 		}
 	}
 	switch {
+	case by.end.how == endedWhilePaused:
+		s = fmt.Sprintf("the last to hold it was %s; %s", who, pausedLease(who, by.ttl, at(by.end.at)))
 	case by.ttl <= 0 || by.end.at == by.end.event || by.end.at == never:
 	case by.outcome == attemptUnknown:
 		s += fmt.Sprintf("; had it been granted its %s lease, that would have ended by %s", lasting(by.ttl*1e6), at(by.end.at))
@@ -628,6 +696,12 @@ func claimStory(f *facts, by claimBy, at func(int64) string) string {
 		s += fmt.Sprintf("; its %s lease was over by %s", lasting(by.ttl*1e6), at(by.end.at))
 	}
 	return s
+}
+
+// pausedLease says that who's lease of ttlMs ended, at the moment end says,
+// while who was paused: it believed on, the service had let go.
+func pausedLease(who string, ttlMs int64, end string) string {
+	return fmt.Sprintf("%s's %s lease ended at %s while %s was paused", who, lasting(ttlMs*1e6), end, who)
 }
 
 // failpointKill is the failpoint of a kill of client who recorded at t, if

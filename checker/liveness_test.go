@@ -99,7 +99,7 @@ func TestStallReason(t *testing.T) {
 			name: "a stall that ended while the holder was paused",
 			b: pausedHolder("fenced").Nemesis(310, history.NemRunEnd, "", "", "").
 				Nemesis(311, history.NemInspect, "redis-0", "", "lock-0 is free"),
-			reason: "nobody was granted lock-0 for 110 ms from 0.00s while c0, paused, held its lease",
+			reason: "nobody was granted lock-0 for 110 ms from 0.00s; c0's 100 ms lease ended at 0.10s while c0 was paused",
 		},
 		{
 			name: "a stall that ended during a fault of the lock service",
@@ -195,13 +195,36 @@ func TestOrphanedLock(t *testing.T) {
 				"and the service answered that it held nothing to release (accepted: false)",
 		},
 		{
+			name: "a paused holder keeps a session lock",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Config.TTLms = 0
+				sessionGrant(b, 0, 0, 10).Nemesis(20, history.NemPause, "c0", "", "")
+				refusals(b, 1, 30, 19030)
+				return b.Nemesis(19500, history.NemRunEnd, "", "", "")
+			},
+		},
+		{
 			name: "a paused holder whose lease is live holds the lock",
 			b: func() *builder {
 				b := newBuilder("unfenced")
 				b.Acquire(0, 0, 1, -1).Nemesis(2, history.NemPause, "c0", "", "")
-				refusals(b, 1, 20, 3000)
-				return b.Nemesis(3000, history.NemResume, "c0", "", "").Release(0, 3001, 3002).Nemesis(3100, history.NemRunEnd, "", "", "")
+				refusals(b, 1, 20, 90)
+				return b.Nemesis(95, history.NemResume, "c0", "", "").Release(0, 96, 97).Acquire(1, 100, 101, -1).Nemesis(200, history.NemRunEnd, "", "", "")
 			},
+		},
+		{
+			name: "a paused holder's TTL lease ends whatever it believes",
+			b: func() *builder {
+				b := newBuilder("unfenced")
+				b.Op(0, history.FAcquire, 0, &history.Value{TTLms: 500}, 10, history.OK, &history.Value{Token: "c0", TTLms: 500})
+				b.Nemesis(500, history.NemPause, "c0", "", "")
+				refusals(b, 1, 30, 19030)
+				return b.Nemesis(19500, history.NemRunEnd, "", "", "")
+			},
+			orphaned: true, from: 1000, to: 19500, untilEnd: true,
+			reason: "nobody held lock-0 from 1.00s to the end of the run, yet 180 acquires were refused over 17.9s; " +
+				"the last to hold it was c0; c0's 500 ms lease ended at 1.00s while c0 was paused",
 		},
 		{
 			name: "a slow service that refuses while the holder works",

@@ -400,6 +400,10 @@ type oracleClaim struct {
 	process    history.Process
 	start, end int64 // end is forever for a claim that lasts to the end
 	ttl        int64 // ms
+	// granted is set for a grant's claim, with its ok and when its
+	// holder stopped believing (forever: never did).
+	granted       bool
+	ok, beliefEnd int64
 }
 
 // oracleOrphan is one orphaned stretch.
@@ -481,7 +485,7 @@ func oracleClaims(h *history.History, faults map[string][]Interval) []oracleClai
 			default:
 				g.claimedEnd = at
 			}
-			claims = append(claims, oracleClaim{process: p, start: g.start, end: g.claimedEnd, ttl: g.ttl})
+			claims = append(claims, oracleClaim{process: p, start: g.start, end: g.claimedEnd, ttl: g.ttl, granted: true, ok: g.ok, beliefEnd: beliefEnd})
 		}
 		kill, killed := kills[p]
 		for i := 0; i < len(events); i += 2 {
@@ -498,11 +502,11 @@ func oracleClaims(h *history.History, faults map[string][]Interval) []oracleClai
 			case history.FAcquire:
 				switch {
 				case done == nil && killed:
-					claims = append(claims, oracleClaim{p, inv.Time, kill + invTTL*1e6, invTTL})
+					claims = append(claims, oracleClaim{process: p, start: inv.Time, end: kill + invTTL*1e6, ttl: invTTL})
 				case done == nil:
-					claims = append(claims, oracleClaim{p, inv.Time, forever, invTTL})
+					claims = append(claims, oracleClaim{process: p, start: inv.Time, end: forever, ttl: invTTL})
 				case done.Type == history.Info:
-					claims = append(claims, oracleClaim{p, inv.Time, done.Time + invTTL*1e6, invTTL})
+					claims = append(claims, oracleClaim{process: p, start: inv.Time, end: done.Time + invTTL*1e6, ttl: invTTL})
 				case done.Type == history.OK:
 					ttl := cfgTTL
 					if done.Value != nil && done.Value.TTLms > 0 {
@@ -565,19 +569,40 @@ func oracleClaims(h *history.History, faults map[string][]Interval) []oracleClai
 					held.beliefEnd = kill
 				}
 				end(held, kill, held.beliefEnd, false)
+			case held.believed:
+				end(held, forever, forever, false)
 			default:
 				end(held, forever, held.beliefEnd, false)
 			}
 		}
 	}
-	// A fault on a node, or on the claim's own client, in force when the
-	// claim would end prolongs it until the fault heals.
+	// A service expires a lease with a TTL whatever its holder believes:
+	// when a pause of the holder, begun after the grant and before the
+	// holder stopped believing, lasted more than a TTL past the later of
+	// its start and the grant, the claim ends there (unless it ended
+	// sooner).
+	for i := range claims {
+		c := &claims[i]
+		if !c.granted || c.ttl <= 0 {
+			continue
+		}
+		for _, iv := range faults[c.process.String()] {
+			from := max(iv.Start, c.ok)
+			if iv.Start < c.beliefEnd && iv.End > c.ok && iv.End > from+c.ttl*1e6 {
+				c.end = min(c.end, from+c.ttl*1e6)
+			}
+		}
+	}
+	// A fault on a node in force when the claim would end prolongs it
+	// until the fault heals; so does one on the claim's own client, for a
+	// lock without a TTL (a server cannot see a stopped client's session
+	// end).
 	for i := range claims {
 		c := &claims[i]
 		for moved := true; moved && c.end != forever; {
 			moved = false
 			for target, ivs := range faults {
-				if strings.HasPrefix(target, "c") && target != c.process.String() {
+				if strings.HasPrefix(target, "c") && (target != c.process.String() || c.ttl > 0) {
 					continue
 				}
 				for _, iv := range ivs {

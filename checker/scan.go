@@ -27,6 +27,10 @@ type attempt struct {
 	// ttl is the lease it asked for or was granted, in ms, the largest of
 	// the grant's and its extends'; 0 is none.
 	ttl int64
+	// beliefEnd is, for a grant whose claim ended, when its holder stopped
+	// believing it held the key (never: it still did when the history
+	// ended): a pause of the holder within it ends a lease with a TTL.
+	beliefEnd int64
 	// claim is how its claim ended, once it did (claimed false until then:
 	// a lease still held).
 	claim   claimEnd
@@ -73,6 +77,7 @@ const (
 	endedAcquireKilled                      // an acquire killed before it returned
 	endedAcquireUnknown                     // an acquire of unknown outcome (info)
 	endedAcquirePending                     // an acquire that never returned
+	endedWhilePaused                        // a lease with a TTL its holder's pause outlasted
 )
 
 // readOp is a read that returned a value.
@@ -221,7 +226,7 @@ func (l heldLease) claimEnds(how claimEnding, at, beliefEnd int64) {
 	case a.ttl <= 0 && l.expiry < noExpiry && l.expiry < at:
 		end = claimEnd{at: l.expiry, how: endedBySession, event: l.expiry}
 	}
-	a.claim, a.claimed = end, true
+	a.claim, a.claimed, a.beliefEnd = end, true, beliefEnd
 }
 
 // end ends the lease at the earliest of at and its expiry, and the client's

@@ -101,6 +101,18 @@ func (g *orphanLock) step() {
 	c := g.procs[rapid.IntRange(0, len(g.procs)-1).Draw(t, "client")]
 	start := max(g.now, c.free) + float64(rapid.SampledFrom([]int{0, 1, 3, 10, 60, 200, 400}).Draw(t, "gap"))
 	g.now = start
+	if c.paused {
+		// A stopped client does nothing: the nemesis may resume it, or
+		// kill it, or leave it stopped a while longer.
+		switch rapid.IntRange(0, 2).Draw(t, "paused client") {
+		case 0:
+			g.b.Nemesis(start, history.NemResume, c.p.String(), "", "")
+			c.paused = false
+		case 1:
+			g.kill(c, start)
+		}
+		return
+	}
 	switch rapid.IntRange(0, 19).Draw(t, "action") {
 	case 0:
 		g.nemesisPause(c, start)
@@ -233,7 +245,7 @@ func (g *orphanLock) kill(c *orphanProc, at float64) {
 	c.free = at
 }
 
-// nemesisPause pauses or resumes the node or client c.
+// nemesisPause pauses or resumes the node, or pauses client c.
 func (g *orphanLock) nemesisPause(c *orphanProc, at float64) {
 	if rapid.Bool().Draw(g.t, "pause the node") {
 		verb := history.NemPause
@@ -244,10 +256,11 @@ func (g *orphanLock) nemesisPause(c *orphanProc, at float64) {
 		g.b.Add(at, history.Nemesis, history.Info, verb, &history.Value{Target: "n1", DurationMs: 100})
 		return
 	}
-	verb := history.NemPause
-	if c.paused {
-		verb = history.NemResume
+	c.paused = true // step resumes it
+	if g.holder == c.p && g.ttl > 0 && !g.ghost && rapid.IntRange(0, 2).Draw(g.t, "keeps the paused holder's key") == 0 {
+		// A service that keeps a stopped holder's lease past its TTL
+		// orphans the key: its holder believes on, but renews nothing.
+		g.ghost = true
 	}
-	c.paused = !c.paused
-	g.b.Add(at, history.Nemesis, history.Info, verb, &history.Value{Target: c.p.String(), Detail: fmt.Sprintf("slot of %s", c.p)})
+	g.b.Add(at, history.Nemesis, history.Info, history.NemPause, &history.Value{Target: c.p.String(), Detail: fmt.Sprintf("slot of %s", c.p)})
 }
