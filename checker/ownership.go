@@ -70,12 +70,48 @@ func doubleOwnership(keys []*keyFacts, faults []Fault) DoubleOwnership {
 				res.List = append(res.List, w)
 			}
 		}
+		res.letGo = append(res.letGo, o.letGo...)
 	}
 	if res.UntiedWrites > 0 {
 		res.State = StateUnknown
 		res.StateReason = fmt.Sprintf("%s on keys no acquire names; a read or write is tied to the lock of its own key", count(res.UntiedWrites, "write is", "writes are"))
 	}
 	return res
+}
+
+// letGo is a lease with a TTL that the service certainly let go during a
+// double-ownership window, because its holder was paused past it: the
+// holder believed on, the service did not (faultCover.pausedEnd).
+type letGo struct {
+	key     string
+	start   int64 // the window's
+	process history.Process
+	at      int64
+}
+
+// lettingGo finds, among grants, the leases with a TTL of w's processes,
+// believed during w, that the service let go during it.
+func lettingGo(grants []Grant, w Window, cover faultCover) []letGo {
+	var out []letGo
+	for _, g := range grants {
+		if g.TTLms <= 0 || g.OK >= w.End || g.BeliefEnd <= w.Start || !w.has(g.Process) {
+			continue
+		}
+		if at, _, found := cover.pausedEnd(g.Process, g.OK, g.BeliefEnd, g.TTLms); found && at < w.End {
+			out = append(out, letGo{key: w.Key, start: w.Start, process: g.Process, at: at})
+		}
+	}
+	return out
+}
+
+// letGoAt is when the service let go of p's lease during w, if it did.
+func (d *DoubleOwnership) letGoAt(w Window, p history.Process) (int64, bool) {
+	for _, l := range d.letGo {
+		if l.key == w.Key && l.start == w.Start && l.process == p {
+			return l.at, true
+		}
+	}
+	return 0, false
 }
 
 // mergedWindows sweeps k's belief intervals and returns its windows in time
@@ -157,6 +193,9 @@ type DoubleOwnership struct {
 	// over them and they cannot be judged (the check is then unknown).
 	UntiedWrites int `json:"untied_writes,omitempty"`
 	Applicability
+	// letGo are the leases the service let go during the windows of List
+	// while their holders, paused, believed on: for the reason.
+	letGo []letGo
 }
 
 // Window is a maximal span in which at least two processes believed they

@@ -136,7 +136,22 @@ func TestDoubleOwnership(t *testing.T) {
 func TestReasonOfAMergedWindow(t *testing.T) {
 	r := check(t, pausedThrough3("unfenced"))
 	assert.Equal(t, Invalid, r.Valid)
-	assert.Equal(t, "c0 held lock-0 through a 295 ms pause while c1, c2 and c3 were granted it: two clients believed they held it "+
+	assert.Equal(t, "c0 believed it held lock-0 through a 295 ms pause; the service had let its lease go by 0.10s, and c1, c2 and c3 were granted it: two clients believed they held it "+
 		"for 39 ms, and the resource accepted 2 writes of theirs without fencing; "+
 		"c0's write with fence 1 overwrote a value it had not read (lost update).", r.Reason)
+}
+
+// TestReasonOfAPausedSessionHolder: a lock that lives on a session outlives
+// its holder's pause, so the holder still held it when another was granted
+// it (the service broke its promise); a lease with a TTL it only believed
+// in (TestReasonOfAMergedWindow).
+func TestReasonOfAPausedSessionHolder(t *testing.T) {
+	b := newBuilder("unfenced")
+	b.Config.TTLms = 0
+	sessionGrant(b, 0, 0, 1).Nemesis(5, history.NemPause, "c0", "", "")
+	sessionGrant(b, 1, 50, 51).Release(1, 100, 101)
+	b.Nemesis(300, history.NemResume, "c0", "", "").Release(0, 303, 304)
+	r := check(t, b)
+	assert.Contains(t, r.Reason, "c0 held lock-0 through a 295 ms pause while c1 was granted it")
+	assert.NotContains(t, r.Reason, "believed it held")
 }

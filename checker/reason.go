@@ -212,7 +212,10 @@ func (w *Window) spans(t int64) bool { return w.Start <= t && t <= w.End }
 // doubleOwnership describes a window. When one of its processes was paused
 // throughout it, the story is that holder's: "c0 held lock-0 through a
 // 1000 ms pause while c1, c3 and c4 were granted it: two clients believed
-// they held it for 512 ms". Otherwise it names the processes and the fault
+// they held it for 512 ms", or, when the service let its lease with a TTL
+// go during the pause, "c0 believed it held lock-0 through a 1000 ms pause;
+// the service had let its lease go by 0.40s, and c1, c3 and c4 were granted
+// it: ...". Otherwise it names the processes and the fault
 // that explains the window best.
 func (x explainer) doubleOwnership(w Window) string {
 	var s string
@@ -245,6 +248,12 @@ func (x explainer) doubleOwnership(w Window) string {
 		}
 		s = fmt.Sprintf("%s held %s through a %s pause while %s %s granted it: two clients believed they held it for %s",
 			pause.Target, w.Key, lasting(pause.End-pause.Start), JoinAnd(others), were, lasting(w.End-w.Start))
+		if p, ok := clientTarget(&history.Value{Target: pause.Target}); ok {
+			if at, gone := x.r.Checks.DoubleOwnership.letGoAt(w, p); gone {
+				s = fmt.Sprintf("%s believed it held %s through a %s pause; the service had let its lease go by %s, and %s %s granted it: two clients believed they held it for %s",
+					pause.Target, w.Key, lasting(pause.End-pause.Start), x.at(at), JoinAnd(others), were, lasting(w.End-w.Start))
+			}
+		}
 	default:
 		if len(w.Processes) == 2 {
 			s = fmt.Sprintf("%s and %s both held %s for %s", w.Processes[0], w.Processes[1], w.Key, lasting(w.End-w.Start))

@@ -111,7 +111,7 @@ func TestResourceSource(t *testing.T) {
 		assert.False(t, res.Valid)
 		assert.Equal(t, Invalid, r.Valid)
 		assert.Equal(t, 1, res.StaleWritesAccepted, "the unfenced client still sent its fence as evidence")
-		assert.Equal(t, "c0 held lock-0 through a 295 ms pause while c1 was granted it: two clients believed they held it for 9 ms, "+
+		assert.Equal(t, "c0 believed it held lock-0 through a 295 ms pause; the service had let its lease go by 0.10s, and c1 was granted it: two clients believed they held it for 9 ms, "+
 			"and the resource accepted 1 write of theirs without fencing; c0's write with fence 1 overwrote a value it had not read (lost update).", r.Reason)
 	})
 	t.Run("refused stale write from the history", func(t *testing.T) {

@@ -244,6 +244,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) in
 			ks.leaseEvidence = append(ks.leaseEvidence, LeaseViolation{Key: k.key, Earlier: earlier, Later: later})
 		}
 	})
+	cover := s.faultCover(final)
 	ownershipWindows(k, s.outcomes, func(w Window) {
 		o := &ks.ownership
 		o.Windows++
@@ -252,6 +253,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) in
 		o.UnsafeWrites += w.Unsafe
 		if len(o.List) < maxEvidence {
 			o.List = append(o.List, w)
+			o.letGo = append(o.letGo, lettingGo(k.grants, w, cover)...)
 		}
 	})
 	var fenced []Grant
@@ -274,7 +276,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) in
 		end = s.facts.runEnd
 	}
 	from := ks.stalls.settle(k.grants, k.attempts, s.facts.span.Start, end, final)
-	ks.orphans.sweep(k.key, k.attempts, horizon, s.faultCover(final), s.facts.span.Start, end, final)
+	ks.orphans.sweep(k.key, k.attempts, horizon, cover, s.facts.span.Start, end, final)
 	if ks.lin.key == "" {
 		ks.lin = newSegmenter(k.key)
 	}
