@@ -67,7 +67,9 @@ func (r *run) probeClient(logDir string) error {
 	if err := lock.Close(); err != nil {
 		r.log.Warn("lock client probe", "err", err)
 	}
-	catalog.DeclareClient(r.cfg.Run.Backend, d)
+	// What the program declared is this run's, not the catalog's.
+	r.backend = r.backend.Declare(d)
+	r.cfg.Target = r.backend
 	if err := checkFenceSource(r.cfg, r.backend); err != nil {
 		return err
 	}

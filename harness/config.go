@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
@@ -19,7 +21,12 @@ type Config struct {
 	// Run is what the run is (backend, workload, faults, seed, clients,
 	// params, ...), as its history header records it. Its durations are
 	// not set here: the header's are derived from the ones below (record).
-	Run      history.RunConfig
+	Run history.RunConfig
+	// Target is the lock the run tests, resolved once from the command
+	// line or the scenario (catalog.Resolve): a lock client program is a
+	// target of its own, in no registry. Zero: the backend Run.Backend
+	// names, looked up in the catalog.
+	Target   catalog.Backend
 	Out      string // the store the run directory goes under
 	Programs catalog.Programs
 	// Addrs, if set, are the client addresses of a lock service that is
@@ -126,7 +133,7 @@ func createFile(path string) (io.WriteCloser, error) {
 // Preflight checks what can be checked before anything starts: the backend,
 // the variant, the workload, the faults and the server programs.
 func Preflight(cfg Config) (catalog.Backend, error) {
-	b, _, err := catalog.Lookup(cfg.Run.Backend, cfg.Run.Variant)
+	b, err := cfg.target()
 	if err != nil {
 		return b, err
 	}
@@ -152,6 +159,19 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 		return b, err
 	}
 	return b, preflightRuntime(cfg, b, nodeSpecs(cfg, b))
+}
+
+// target is the lock the run tests: Config.Target, or the backend
+// Run.Backend names.
+func (cfg Config) target() (catalog.Backend, error) {
+	if cfg.Target.Name == "" {
+		b, _, err := catalog.Lookup(cfg.Run.Backend, cfg.Run.Variant)
+		return b, err
+	}
+	if cfg.Target.Name != cfg.Run.Backend || (cfg.Run.Variant != "" && !slices.Contains(cfg.Target.Variants, cfg.Run.Variant)) {
+		return cfg.Target, fmt.Errorf("the run records backend %s/%s, but tests %s (variants %s)", cfg.Run.Backend, cfg.Run.Variant, cfg.Target.Name, strings.Join(cfg.Target.Variants, ", "))
+	}
+	return cfg.Target, nil
 }
 
 // checkTimings refuses durations that would make a run test nothing: a
@@ -266,3 +286,23 @@ func (cfg Config) segmentLimit(n int) time.Duration {
 // grace bounds how long a client may take to finish its cycle when asked
 // to stop or to wait at a boundary.
 func (cfg Config) grace() time.Duration { return cfg.Pause + 3*cfg.OpTimeout + 2*time.Second }
+
+// ParamNames are every run param a run records and reads, sorted: the
+// backends' own (catalog.ParamNames), the faults' (nemesis.Fault.Params),
+// the client loop's, the runtime's and its images', and a run against a
+// service that is already running. A scenario's params are refused
+// unless named here.
+func ParamNames() []string {
+	names := []string{ParamAddr, ParamKeyPrefix, ParamRuntime, ParamNetwork, workloads.ParamWatchdog, nemesis.ParamWipe, nemesis.ParamRestartDelay}
+	names = append(names, catalog.ParamNames()...)
+	for _, n := range nemesis.Names() {
+		if f, ok := nemesis.Lookup(n); ok {
+			names = append(names, f.Params...)
+		}
+	}
+	for _, img := range catalog.Images() {
+		names = append(names, img.Param())
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}

@@ -168,11 +168,10 @@ func (f *File) leaseFaultPhrase(fault checker.Fault, v checker.LeaseViolation) s
 
 // nodes is how many nodes the scenario's service has.
 func (f *File) nodes() int {
-	b, _, err := catalog.Lookup(f.Backend, f.Variant)
-	if err != nil {
+	if f.target.Nodes == nil {
 		return 0
 	}
-	return len(b.Nodes(catalog.Programs{}, f.Params))
+	return len(f.target.Nodes(catalog.Programs{}, f.Params))
 }
 
 // signed writes a duration with its sign: "+20s", "-2s".

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -73,6 +74,9 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 	for k, v := range f.Params {
 		params[k] = v
 	}
+	// The backend's own params as its flags record them (Parse checked
+	// them), beside the faults' and the runtime's.
+	maps.Copy(params, f.settings)
 	for k, v := range runParams {
 		params[k] = v
 	}
@@ -86,7 +90,12 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 		nemesis = []string{"script"}
 	}
 	// Parse found the backend; the pause outlasts the lease it grants.
-	b, _, _ := catalog.Lookup(f.Backend, f.Variant)
+	b := f.target
+	if b.Name == "" {
+		// A scenario built in code rather than parsed names a backend
+		// of the catalog.
+		b, _, _ = catalog.Lookup(f.Backend, f.Variant)
+	}
 	lease := b.GrantedLease(ttl, params)
 	cfg := harness.Config{
 		Run: history.RunConfig{
@@ -96,7 +105,7 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 			Params:      params,
 			Scenario:    &history.ScenarioInfo{Name: f.Name, Title: f.Title, Source: f.Source, Explain: f.Explain},
 		},
-		Out: out, Programs: programs, TTL: ttl, Lease: lease, Limit: f.TimeLimit.D(), Pause: 2 * lease,
+		Target: b, Out: out, Programs: programs, TTL: ttl, Lease: lease, Limit: f.TimeLimit.D(), Pause: 2 * lease,
 		Interval: f.TimeLimit.D(), Think: f.Think, Retry: 10 * time.Millisecond, OpTimeout: time.Second,
 		Script: f.Actions(), Logger: slog.Default(),
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/workloads"
 )
@@ -52,6 +53,13 @@ type File struct {
 	Expect    Expect            `yaml:"expect"`
 
 	lines map[string]int // where each timeline step and expectation starts
+	// target is the lock the scenario tests, resolved by validate: a
+	// backend of the catalog, or its client program on its topology.
+	target catalog.Backend
+	// settings are the params the backend flags of the scenario's
+	// topology record for its params (catalog.ApplyParams): defaulted,
+	// checked and derived as run's flags would be.
+	settings map[string]string
 	// file is the file the scenario was read from (ReadFile), which
 	// lockcheck scenario run --file runs; a shipped one runs by its name.
 	file string
@@ -65,24 +73,98 @@ type Client struct {
 	Name     string `yaml:"name,omitempty"`
 }
 
-// useClient registers the scenario's client program as its backend.
-func (f *File) useClient() error {
+// resolve finds the lock the scenario tests: its backend, or its client
+// program on its topology (never written into the catalog).
+func (f *File) resolve() error {
 	if f.Client == nil {
+		b, variant, err := catalog.Lookup(f.Backend, f.Variant)
+		if err != nil {
+			return f.errAt("backend", "%v", err)
+		}
+		f.target, f.Variant = b, variant
 		return nil
 	}
 	argv, err := program.SplitCommand(f.Client.Command)
 	if err != nil {
 		return f.errAt("client.command", "%v", err)
 	}
-	name, err := catalog.UseClient(argv, f.Client.Name, f.Client.Topology, 0)
+	b, err := catalog.ClientTarget(f.Client.Name, catalog.ClientProgram{Command: argv, Topology: f.Client.Topology})
 	if err != nil {
 		return f.errAt("client", "%v", err)
 	}
-	if f.Backend != "" && f.Backend != name {
-		return f.errAt("backend", "%q, but the client program is named %q: drop backend, or name the client with client.name", f.Backend, name)
+	if f.Backend != "" && f.Backend != b.Name {
+		return f.errAt("backend", "%q, but the client program is named %q: drop backend, or name the client with client.name", f.Backend, b.Name)
 	}
-	f.Backend = name
+	if f.Variant != "" && f.Variant != catalog.ClientVariant {
+		return f.errAt("variant", "%q: a client program has no variants; drop variant", f.Variant)
+	}
+	f.target, f.Backend, f.Variant = b, b.Name, catalog.ClientVariant
 	return nil
+}
+
+// validateParams refuses a param no run knows (naming the nearest one
+// that exists: a misspelt pool-mode is not silently session pooling) and
+// applies the backend's own through its flags, as run does.
+func (f *File) validateParams() error {
+	known := harness.ParamNames()
+	for _, k := range slices.Sorted(maps.Keys(f.Params)) {
+		if !slices.Contains(known, k) {
+			return f.errAt("params."+k, "unknown param %q%s", k, nearest(k, known))
+		}
+	}
+	s := catalog.Settings{Topology: f.target.Topology(), Program: f.target.Client != nil, Faults: faultNames(f.Timeline), TTL: f.TTL.D(), Params: map[string]string{}}
+	if err := catalog.ApplyParams(&s, f.Params); err != nil {
+		return f.errAt("params", "%v", err)
+	}
+	f.settings = s.Params
+	return nil
+}
+
+// faultNames are the whole faults a timeline runs.
+func faultNames(timeline []Step) []string {
+	var out []string
+	for _, s := range timeline {
+		if s.Do == "fault" {
+			out = append(out, s.Fault)
+		}
+	}
+	return out
+}
+
+// nearest says which of names is closest to name, as "; did you mean
+// \"pool-mode\"? (known: ...)" when one is a near miss.
+func nearest(name string, names []string) string {
+	best, dist := "", len(name)/2+2
+	for _, n := range names {
+		if d := editDistance(name, n); d < dist {
+			best, dist = n, d
+		}
+	}
+	if best == "" {
+		return " (known params: " + strings.Join(names, ", ") + ")"
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // Step is one action of the timeline.
@@ -378,14 +460,13 @@ func (f *File) validate() error {
 	if err := f.validateNumbers(); err != nil {
 		return err
 	}
-	if err := f.useClient(); err != nil {
+	if err := f.resolve(); err != nil {
 		return err
 	}
-	b, variant, err := catalog.Lookup(f.Backend, f.Variant)
-	if err != nil {
-		return f.errAt("backend", "%v", err)
+	if err := f.validateParams(); err != nil {
+		return err
 	}
-	f.Variant = variant
+	b, variant := f.target, f.Variant
 	if f.Workload != workloads.Fenced && f.Workload != workloads.Unfenced {
 		return f.errAt("workload", "%q is not fenced or unfenced", f.Workload)
 	}

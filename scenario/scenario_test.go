@@ -102,6 +102,9 @@ func TestParseErrorsNameTheLineAndField(t *testing.T) {
 		{"links on a pause", "for: 900ms", "for: 900ms\n    links: [c1]", `line 14: links: only a partition cuts links`},
 		{"any client at a failpoint", "{client: c0,", "{client: any,", `line 10: when: client "any": only bare-majority and failover-grant wait for any client`},
 		{"landed no condition", "fail: [resource]", "fail: [resource]\n  landed: some", `line 17: landed: "some" is not a condition such as ">= 1"`},
+		{"misspelled param", "clients: 2", "clients: 2\nparams:\n  pool-mod: transaction", `line 8: pool-mod: unknown param "pool-mod"; did you mean "pool-mode"?`},
+		{"param of another topology", "clients: 2", "clients: 2\nparams:\n  pool-size: \"3\"", `params: --pool-size applies to the postgres topology only, and this run's is redis`},
+		{"param of the topology, bad", "backend: redis\nvariant: correct", "backend: postgres\nparams:\n  pooler: pgbouncer\n  pool-mode: statement", `params: --pool-mode "statement": choose session or transaction`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

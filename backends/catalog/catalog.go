@@ -11,6 +11,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -37,8 +38,8 @@ type Spec struct {
 	// Extra carries backend-specific settings (a Sentinel master name, ...).
 	Extra map[string]string `json:"extra,omitempty"`
 	// Program, if set, is the lock client program the client is (a
-	// backend registered with RegisterClient): what it is started with
-	// and told in init.
+	// target ClientTarget resolved): what it is started with and told in
+	// init.
 	Program *program.Options `json:"program,omitempty"`
 }
 
@@ -122,7 +123,7 @@ type Backend struct {
 	// clamps it; see GrantedLease.
 	Lease func(ttl time.Duration, params map[string]string) time.Duration
 	// Client, if set, says the backend is a lock client program
-	// (RegisterClient) on the servers of a built-in backend.
+	// (ClientTarget) on the servers of a built-in backend.
 	Client *ClientProgram
 	// ClientSettings are what a lock client program on this backend's
 	// servers must know beside their addresses (the Sentinel master's
@@ -151,14 +152,26 @@ func (b Backend) HandsOutFences(variant string) bool { return b.Fences != nil &&
 type Flags struct {
 	// Bind declares the flags on fl and returns what copies their values
 	// into a run's settings once the command line is parsed. That is called
-	// for every run, whatever its backend: flags that make no sense for
-	// another backend say so.
+	// only for a run on the servers of a backend that owns these flags,
+	// whether its lock is the built-in client or a lock client program
+	// (Settings.Program); a run on another topology that gives one of them
+	// is refused by ApplyFlags, naming the flag.
 	Bind func(fl *pflag.FlagSet) (apply func(*Settings) error)
+	// Derives names the run params its apply records besides the flags'
+	// own (the session timeout a tick yields), which a reproduction's
+	// params carry back.
+	Derives []string
 }
 
 // Settings is what a backend's flags see of a run being configured.
 type Settings struct {
-	Backend string
+	// Topology is the built-in backend whose servers the run starts (the
+	// backend itself, or a lock client program's --topology).
+	Topology string
+	// Program says the run's lock is a lock client program, which opens
+	// its own sessions: a setting of how lockcheck's built-in client
+	// talks to the servers means nothing to it.
+	Program bool
 	Faults  []string
 	TTL     time.Duration
 	// Params are the run's parameters, which its history records; flags add
@@ -168,6 +181,10 @@ type Settings struct {
 	Changed func(name string) bool
 }
 
+// registry holds the backends, written only by Register from init
+// functions (and a program of a user's own before it runs the CLI); after
+// start-up it is only read. A lock client program is never in it: it is a
+// target of its own (ClientTarget).
 var registry = map[string]Backend{}
 
 // Register adds a backend; each backend's file calls it from init.
@@ -179,14 +196,11 @@ func Register(b Backend) {
 }
 
 // Names lists the backends, sorted: the built-in ones and the locks of a
-// program's own, not the lock client programs a command line registered
-// (RegisterClient), which Lookup finds by their names.
+// program's own.
 func Names() []string {
 	names := make([]string, 0, len(registry))
-	for n, b := range registry {
-		if b.Client == nil {
-			names = append(names, n)
-		}
+	for n := range registry {
+		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
@@ -212,7 +226,8 @@ func Lookup(name, variant string) (Backend, string, error) {
 // Open builds a lock client from a spec.
 func Open(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 	if s.Program != nil {
-		// A worker process knows the program from the spec alone.
+		// A worker process knows the program from the spec alone: a lock
+		// client program is in no registry.
 		return OpenProgram(s, fp)
 	}
 	b, _, err := Lookup(s.Backend, s.Variant)
@@ -231,6 +246,101 @@ func FlagSets() []*Flags {
 		}
 	}
 	return out
+}
+
+// BoundFlags are every backend's own flags declared on one command's
+// flag set (BindFlags), ready to be applied to a run (Apply).
+type BoundFlags []boundFlags
+
+type boundFlags struct {
+	set   *Flags
+	names []string // the flags set declared
+	apply func(*Settings) error
+}
+
+// BindFlags declares every backend's own flags on fl, once each.
+func BindFlags(fl *pflag.FlagSet) BoundFlags {
+	var out BoundFlags
+	for _, set := range FlagSets() {
+		before := map[string]bool{}
+		fl.VisitAll(func(f *pflag.Flag) { before[f.Name] = true })
+		apply := set.Bind(fl)
+		var names []string
+		fl.VisitAll(func(f *pflag.Flag) {
+			if !before[f.Name] {
+				names = append(names, f.Name)
+			}
+		})
+		out = append(out, boundFlags{set: set, names: names, apply: apply})
+	}
+	return out
+}
+
+// Apply copies the flags of the run's topology into s (Settings.Topology
+// names it, whether the run's lock is the backend's own client or a lock
+// client program on its servers) and refuses, in one line, a flag of
+// another topology that the user gave: no flag is silently ignored.
+func (bound BoundFlags) Apply(s *Settings) error {
+	top, _, err := Lookup(s.Topology, "")
+	if err != nil {
+		return err
+	}
+	for _, b := range bound {
+		if top.Flags == b.set {
+			if err := b.apply(s); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, name := range b.names {
+			if s.Changed(name) {
+				owners := strings.Join(b.owners(), " or ")
+				return fmt.Errorf("--%s applies to the %s topology only, and this run's is %s: drop it, or run on %s (--backend %s, or --client with --topology %s)",
+					name, owners, s.Topology, owners, owners, owners)
+			}
+		}
+	}
+	return nil
+}
+
+// owners are the backends whose flags these are.
+func (b boundFlags) owners() []string {
+	var out []string
+	for _, n := range Names() {
+		if registry[n].Flags == b.set {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// ParamNames are the run params every backend's own flags record: the
+// flags' names, and what they derive (Flags.Derives).
+func ParamNames() []string {
+	var out []string
+	for _, b := range BindFlags(pflag.NewFlagSet("params", pflag.ContinueOnError)) {
+		out = append(append(out, b.names...), b.set.Derives...)
+	}
+	return out
+}
+
+// ApplyParams applies a scenario's params to s as a command line giving
+// the flags of the same names would (BoundFlags.Apply): the same
+// defaults, checks and refusals. A param that names no backend flag is
+// the caller's; one a flag derives is derived again.
+func ApplyParams(s *Settings, params map[string]string) error {
+	fl := pflag.NewFlagSet("params", pflag.ContinueOnError)
+	bound := BindFlags(fl)
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if fl.Lookup(k) == nil {
+			continue
+		}
+		if err := fl.Set(k, params[k]); err != nil {
+			return fmt.Errorf("%s: %q: %v", k, params[k], err)
+		}
+	}
+	s.Changed = fl.Changed
+	return bound.Apply(s)
 }
 
 // AllPrograms lists every server program some backend needs, once each.

@@ -51,17 +51,12 @@ func TestEveryBackendDeclaresWhatItsNodesNeed(t *testing.T) {
 // than the TTL asked for.
 func TestBackendFlagsDefaultsApplyToEveryBackend(t *testing.T) {
 	fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	var apply []func(*Settings) error
-	for _, set := range FlagSets() {
-		apply = append(apply, set.Bind(fl))
-	}
+	bound := BindFlags(fl)
 	require.NoError(t, fl.Parse(nil))
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			s := Settings{Backend: name, TTL: 500 * time.Millisecond, Params: map[string]string{}, Changed: fl.Changed}
-			for _, a := range apply {
-				require.NoError(t, a(&s))
-			}
+			s := Settings{Topology: name, TTL: 500 * time.Millisecond, Params: map[string]string{}, Changed: fl.Changed}
+			require.NoError(t, bound.Apply(&s))
 			b, _, err := Lookup(name, "")
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, b.GrantedLease(s.TTL, s.Params), s.TTL)
@@ -112,6 +107,54 @@ func TestGrantedLeaseIsTheOneTheBackendGrants(t *testing.T) {
 			b, _, err := Lookup(tt.backend, "")
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, b.GrantedLease(tt.ttl, tt.params))
+		})
+	}
+}
+
+// A backend's own flags apply by topology: to its built-in client and to
+// a lock client program on its servers alike; a flag of another topology
+// is refused naming it, and a setting of how lockcheck's own client talks
+// to the servers is refused for a program.
+func TestBackendFlagsApplyByTopology(t *testing.T) {
+	for _, tt := range []struct {
+		topology string
+		program  bool
+		args     []string
+		want     map[string]string // params the flags record
+		refused  string
+	}{
+		{topology: "postgres", program: true, args: []string{"--pooler", "pgbouncer", "--pool-mode", "transaction", "--pool-size", "2"},
+			want: map[string]string{"pooler": "pgbouncer", "pool-mode": "transaction", "pool-size": "2"}},
+		{topology: "postgres", program: true, args: []string{"--query-exec-mode", "exec"}, refused: "--query-exec-mode is how lockcheck's own PostgreSQL client"},
+		{topology: "postgres", args: []string{"--query-exec-mode", "exec"}, want: map[string]string{"query-exec-mode": "exec"}},
+		{topology: "zookeeper", program: true, args: []string{"--zookeeper-tick", "250ms"}, want: map[string]string{"zookeeper-tick": "250ms"}},
+		{topology: "mariadb", program: true, args: []string{"--wait-timeout", "2s"}, want: map[string]string{"wait-timeout": "2s"}},
+		{topology: "mariadb", args: []string{"--ttl", "1500ms"}, want: map[string]string{"wait-timeout": "2s"}},
+		{topology: "sentinel", program: true, args: []string{"--down-after", "1500ms"}, want: map[string]string{"down-after": "1.5s"}},
+		{topology: "redis", program: true, args: []string{"--pool-size", "3"}, refused: "--pool-size applies to the postgres topology only, and this run's is redis"},
+		{topology: "redis", args: []string{"--zookeeper-tick", "250ms"}, refused: "--zookeeper-tick applies to the zookeeper topology only"},
+		{topology: "redlock", program: true, args: []string{"--redlock-tries", "3"}, refused: "--redlock-tries is a setting of lockcheck's own Redlock clients"},
+	} {
+		t.Run(tt.topology+" "+tt.args[0], func(t *testing.T) {
+			fl := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			ttl := fl.Duration("ttl", 500*time.Millisecond, "")
+			bound := BindFlags(fl)
+			require.NoError(t, fl.Parse(tt.args))
+			s := Settings{Topology: tt.topology, Program: tt.program, TTL: *ttl, Params: map[string]string{}, Changed: fl.Changed}
+			err := bound.Apply(&s)
+			if tt.refused != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.refused)
+				assert.NotContains(t, err.Error(), "\n")
+				return
+			}
+			require.NoError(t, err)
+			for k, v := range tt.want {
+				assert.Equal(t, v, s.Params[k], k)
+			}
+			if tt.program {
+				assert.NotContains(t, s.Params, "query-exec-mode", "a program is never told how pgx sends statements")
+			}
 		})
 	}
 }

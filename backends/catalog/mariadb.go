@@ -3,7 +3,6 @@ package catalog
 import (
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -51,34 +50,26 @@ func init() {
 	})
 }
 
-// waitTimeoutParam is the wait_timeout the flags recorded (the param may
-// say why after the duration); 0 when none was: the TTL's.
+// waitTimeoutParam is the wait_timeout the flags recorded, a Go duration
+// and nothing else; 0 when none was: the TTL's.
 func waitTimeoutParam(params map[string]string) time.Duration {
-	v, _, _ := strings.Cut(params[ParamWaitTimeout], " ")
-	wait, _ := time.ParseDuration(v)
+	wait, _ := time.ParseDuration(params[ParamWaitTimeout])
 	return wait
 }
 
 // mariadbFlags are the sessions' wait_timeout, the lease a GET_LOCK lock
-// really has, which the default pause must outlast.
+// really has, which the default pause must outlast. A lock client program
+// on the mariadb topology is told it in init (settings["wait-timeout"])
+// and sets it on its own session, as the built-in client does.
 func mariadbFlags(fl *pflag.FlagSet) func(*Settings) error {
 	wait := fl.Duration(ParamWaitTimeout, 0, "mariadb: wait_timeout each client sets on its session, in whole seconds: the server closes a session idle that long, freeing its GET_LOCK locks, so it is the lease (0: --ttl rounded up to whole seconds, at least 1s)")
 	return func(s *Settings) error {
-		if s.Backend != "mariadb" {
-			if s.Changed(ParamWaitTimeout) {
-				return fmt.Errorf("--%s applies to --backend mariadb only", ParamWaitTimeout)
-			}
-			return nil
-		}
 		if *wait < 0 || *wait%time.Second != 0 {
 			return fmt.Errorf("--%s %s: MariaDB's wait_timeout is a whole number of seconds, such as 1s", ParamWaitTimeout, *wait)
 		}
-		lease := mariadb.WaitTimeout(*wait, s.TTL)
-		why := ""
-		if *wait == 0 && lease != s.TTL {
-			why = fmt.Sprintf(" (--ttl %s rounded up to MariaDB's whole seconds)", s.TTL)
-		}
-		s.Params[ParamWaitTimeout] = lease.String() + why
+		// The lease the history header records (lease_ms) says whether
+		// the TTL was rounded up; the param is the duration alone.
+		s.Params[ParamWaitTimeout] = mariadb.WaitTimeout(*wait, s.TTL).String()
 		return nil
 	}
 }

@@ -106,16 +106,7 @@ func postgresFlags(fl *pflag.FlagSet) func(*Settings) error {
 	size := fl.Int(ParamPoolSize, postgres.DefaultPoolSize, "postgres --pooler: server connections in the pool (default_pool_size), fewer than --clients so that they share them; in session pooling a connected client keeps its own, and the others' connects wait in PgBouncer's queue until --op-timeout ends them")
 	idle := fl.Duration(ParamPoolerIdleTimeout, 0, "postgres --pooler: PgBouncer's server_idle_timeout and client_idle_timeout (0: its defaults, 600s and none); a server connection idle that long is closed, freeing the locks left on it; PgBouncer closes no client that holds a server connection")
 	execMode := fl.String(ParamQueryExecMode, postgres.DefaultExecMode, "postgres: how the clients send statements, pgx's default_query_exec_mode: cache_statement (pgx's default, the extended protocol with statements prepared once per connection), cache_describe, describe_exec, exec, or simple_protocol")
-	own := []string{ParamPostgresReplicas, ParamPooler, ParamPoolMode, ParamPoolSize, ParamPoolerIdleTimeout, ParamQueryExecMode}
 	return func(s *Settings) error {
-		if s.Backend != "postgres" {
-			for _, name := range own {
-				if s.Changed(name) {
-					return fmt.Errorf("--%s applies to --backend postgres only", name)
-				}
-			}
-			return nil
-		}
 		n := *replicas
 		if n != 0 && n != 1 {
 			return fmt.Errorf("--%s %d: choose 0 or 1", ParamPostgresReplicas, n)
@@ -126,10 +117,14 @@ func postgresFlags(fl *pflag.FlagSet) func(*Settings) error {
 		if n > 0 {
 			s.Params[ParamPostgresReplicas] = strconv.Itoa(n)
 		}
-		if _, ok := postgres.ExecModes[*execMode]; !ok {
+		switch _, ok := postgres.ExecModes[*execMode]; {
+		case s.Program && s.Changed(ParamQueryExecMode):
+			return fmt.Errorf("--%s is how lockcheck's own PostgreSQL client (pgx) sends its statements; a --client program sends its own with its library: drop it, and set the library's own option in the program", ParamQueryExecMode)
+		case !ok:
 			return fmt.Errorf("--%s %q: choose cache_statement, cache_describe, describe_exec, exec or simple_protocol", ParamQueryExecMode, *execMode)
+		case !s.Program:
+			s.Params[ParamQueryExecMode] = *execMode
 		}
-		s.Params[ParamQueryExecMode] = *execMode
 		return poolerSettings(s, *pooler, *mode, *size, *idle, n)
 	}
 }

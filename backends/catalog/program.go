@@ -16,6 +16,10 @@ import (
 // is what it is.
 const ClientVariant = "default"
 
+// DefaultTopology is the topology of a lock client program whose run
+// names none.
+const DefaultTopology = "redis"
+
 // ClientProgram is a lock client that is a program of its own, speaking
 // the client protocol (docs/clients.md), tested on the servers of a
 // built-in backend.
@@ -26,7 +30,7 @@ type ClientProgram struct {
 	// talks to.
 	Topology string
 	// Declared is what the program said of itself in init_ok, once a run
-	// asked it (DeclareClient): whether it hands out fences, its
+	// asked it (Backend.Declare): whether it hands out fences, its
 	// failpoints, its library.
 	Declared *program.Declaration
 	// InitTimeout bounds the wait for its init_ok (0: the default).
@@ -50,81 +54,90 @@ func ClientName(command []string) string {
 	return strings.TrimSuffix(name, filepath.Ext(name))
 }
 
-// RegisterClient adds the client program c to the registry as backend
-// name: the topology's nodes, readiness, service handle, programs and
-// faults, the client's own lock. Until the program declared itself
-// (DeclareClient), it is taken to hand out fences, so that a run's
-// preflight waits for its word.
-func RegisterClient(name string, c ClientProgram) error {
+// ClientTarget is the client program c tested as backend name (default
+// ClientName) on the servers of c.Topology (default DefaultTopology): the
+// topology's nodes, readiness, service handle, programs, flags and
+// faults, the client's own lock. It is a value of its own, never written
+// into the registry. Until the program declared itself (Declare), it is
+// taken to hand out fences, so that a run's preflight waits for its word.
+func ClientTarget(name string, c ClientProgram) (Backend, error) {
 	if len(c.Command) == 0 {
-		return fmt.Errorf("--client: no command")
+		return Backend{}, fmt.Errorf("--client: no program")
+	}
+	if name == "" {
+		name = ClientName(c.Command)
+	}
+	if c.Topology == "" {
+		c.Topology = DefaultTopology
 	}
 	top, _, err := Lookup(c.Topology, "")
 	if err != nil {
-		return fmt.Errorf("--topology: %w", err)
-	}
-	if top.Client != nil {
-		return fmt.Errorf("--topology %s is a client program: name a built-in backend", c.Topology)
+		return Backend{}, fmt.Errorf("--topology: %w", err)
 	}
 	if _, taken := registry[name]; taken {
-		return fmt.Errorf("--client-name %s: a backend of that name exists; choose another", name)
+		return Backend{}, fmt.Errorf("--client-name %s: a backend of that name exists; choose another", name)
 	}
+	c.Command = slices.Clone(c.Command)
 	c.Settings = top.ClientSettings
-	client := &c
-	Register(Backend{
+	return Backend{
 		Name: name, Variants: []string{ClientVariant}, Failpoints: map[string][]string{},
 		Nodes: top.Nodes, ClientAddrs: top.ClientAddrs, Ready: top.Ready, PrepareAddrs: top.PrepareAddrs,
-		Service: top.Service, Programs: top.Programs, Signature: top.Signature, Diskless: top.Diskless,
+		Service: top.Service, Programs: top.Programs, Flags: top.Flags, Signature: top.Signature, Diskless: top.Diskless,
 		Lease: top.Lease, LeasesUntilRelease: top.LeasesUntilRelease, ClientSettings: top.ClientSettings,
-		Fences: func(string) bool { return client.Declared == nil || client.Declared.Supports.Fence },
+		Fences: func(string) bool { return true },
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			if s.Program == nil {
-				o := client.Options(name)
+				o := c.Options(name)
 				o.Slot = "lockcheck"
 				s.Program = &o
 			}
 			return OpenProgram(s, fp)
 		},
-		Client: client,
-	})
-	return nil
+		Client: &c,
+	}, nil
+}
+
+// Topology is the built-in backend whose servers b runs on: b itself, or
+// a lock client program's topology.
+func (b Backend) Topology() string {
+	if b.Client != nil {
+		return b.Client.Topology
+	}
+	return b.Name
+}
+
+// Declare is the lock client program b as it declared itself in init_ok:
+// its fences and failpoints are what the run's checks go by from then
+// on. It returns a copy; b, and the registry, are unchanged.
+func (b Backend) Declare(d program.Declaration) Backend {
+	if b.Client == nil {
+		return b
+	}
+	c := *b.Client
+	c.Declared = &d
+	b.Client = &c
+	b.Failpoints = map[string][]string{ClientVariant: slices.Clone(d.Failpoints)}
+	fences := d.Supports.Fence
+	b.Fences = func(string) bool { return fences }
+	return b
+}
+
+// Resolve finds what a run tests: the backend name (with variant, ""
+// for its correct one) from the registry, or, when client is set, that
+// lock client program on its topology (ClientTarget, under name if
+// given). It returns the target and its variant.
+func Resolve(name, variant string, client *ClientProgram) (Backend, string, error) {
+	if client == nil {
+		return Lookup(name, variant)
+	}
+	b, err := ClientTarget(name, *client)
+	return b, ClientVariant, err
 }
 
 // Options are what every start of the program, tested as backend, is
 // told whoever starts it; the caller adds the slot, process and log.
 func (c *ClientProgram) Options(backend string) program.Options {
 	return program.Options{Command: c.Command, Backend: backend, Topology: c.Topology, InitTimeout: c.InitTimeout, Settings: c.Settings}
-}
-
-// UseClient registers the client program argv as backend name (default
-// ClientName) on topology (default redis), unless the same program is
-// registered under that name already (compare and scenarios configure
-// each run), and returns the name.
-func UseClient(argv []string, name, topology string, initTimeout time.Duration) (string, error) {
-	if len(argv) == 0 {
-		return "", fmt.Errorf("--client: no program")
-	}
-	if name == "" {
-		name = ClientName(argv)
-	}
-	if topology == "" {
-		topology = "redis"
-	}
-	if b, ok := registry[name]; ok && b.Client != nil && slices.Equal(b.Client.Command, argv) && b.Client.Topology == topology {
-		return name, nil
-	}
-	return name, RegisterClient(name, ClientProgram{Command: argv, Topology: topology, InitTimeout: initTimeout})
-}
-
-// DeclareClient records what client program backend name said of itself:
-// its fences and failpoints are what the run's checks go by from now on.
-func DeclareClient(name string, d program.Declaration) {
-	b := registry[name]
-	if b.Client == nil {
-		return
-	}
-	b.Client.Declared = &d
-	b.Failpoints[ClientVariant] = slices.Clone(d.Failpoints)
 }
 
 // OpenProgram starts the client program s.Program for s.

@@ -31,10 +31,10 @@ func TestClientProgramInitCarriesTheTopologysSettings(t *testing.T) {
 	}
 	got := filepath.Join(t.TempDir(), "init.json")
 	const name = "test-sentinel-client"
-	require.NoError(t, RegisterClient(name, ClientProgram{Command: []string{python, "-c", initEcho, got}, Topology: "sentinel"}))
-	t.Cleanup(func() { delete(registry, name) })
-	b, _, err := Lookup(name, "")
+	b, err := ClientTarget(name, ClientProgram{Command: []string{python, "-c", initEcho, got}, Topology: "sentinel"})
 	require.NoError(t, err)
+	_, registered := registry[name]
+	require.False(t, registered, "a lock client program is never written into the registry")
 	require.Equal(t, "lockcheck", b.Client.Settings["sentinel_master"])
 
 	spec := Spec{Backend: name, Variant: ClientVariant, Addrs: []string{"127.0.0.1:1"}, TTL: time.Second, Timeout: time.Second,
@@ -43,7 +43,7 @@ func TestClientProgramInitCarriesTheTopologysSettings(t *testing.T) {
 	withOptions.Program = &o
 	for what, s := range map[string]Spec{"from its registration": spec, "from the spec's options": withOptions} {
 		t.Run(what, func(t *testing.T) {
-			l, err := Open(s, nil)
+			l, err := b.Open(s, nil)
 			require.NoError(t, err)
 			require.NoError(t, l.Close())
 			raw, err := os.ReadFile(got)

@@ -57,7 +57,14 @@ func bindRedlockFlags(fl *pflag.FlagSet) func(*Settings) error {
 	tries := fl.Int(redlock.ParamTries, 1, "redlock, redsync: rounds one acquire may play before it is refused (1: the client loop retries after --retry); redsync's WithTries")
 	retryDelay := fl.Duration(redlock.ParamRetryDelay, 0, "redlock, redsync: pause between rounds when --redlock-tries is above 1 (redlock: a random pause up to it, 0: the node timeout; redsync: WithRetryDelay, 0: its own 50-250ms)")
 	return func(s *Settings) error {
-		if b, ok := registry[s.Backend]; !ok || b.Flags != redlockFlags {
+		if s.Program {
+			// These are how lockcheck's own Redlock client and redsync
+			// behave; a lock client program has its library's own.
+			for _, name := range []string{redlock.ParamNodeTimeout, redlock.ParamDriftFactor, redlock.ParamTries, redlock.ParamRetryDelay} {
+				if s.Changed(name) {
+					return fmt.Errorf("--%s is a setting of lockcheck's own Redlock clients (redlock, redsync); a --client program uses its library's own: drop it, and set the library's option in the program", name)
+				}
+			}
 			return nil
 		}
 		p := s.Params

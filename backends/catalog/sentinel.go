@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"fmt"
 	"maps"
 
 	"github.com/spf13/pflag"
@@ -40,16 +39,7 @@ func sentinelFlags(fl *pflag.FlagSet) func(*Settings) error {
 	failoverTimeout := fl.Duration("failover-timeout", def.FailoverTimeout, "sentinel: the sentinels' failover-timeout; a sentinel starts no new failover within twice this time of the last")
 	minReplicas := fl.Int("min-replicas-to-write", def.MinReplicasToWrite, "sentinel: a master refuses writes (NOREPLICAS) unless this many replicas are connected and current; 1 makes failover-lost-lock's grant fail instead of granting twice (0: off)")
 	maxLag := fl.Duration("min-replicas-max-lag", def.MinReplicasMaxLag, "sentinel: how far behind, in whole seconds, a replica may be and still count for --min-replicas-to-write")
-	sentinelFlags := []string{"down-after", "failover-timeout", "min-replicas-to-write", "min-replicas-max-lag"}
 	return func(r *Settings) error {
-		if r.Backend != "sentinel" {
-			for _, name := range sentinelFlags {
-				if r.Changed(name) {
-					return fmt.Errorf("--%s applies to --backend sentinel only", name)
-				}
-			}
-			return nil
-		}
 		s := sentinel.Settings{DownAfter: *downAfter, FailoverTimeout: *failoverTimeout, MinReplicasToWrite: *minReplicas, MinReplicasMaxLag: *maxLag}
 		if err := s.Validate(); err != nil {
 			return err

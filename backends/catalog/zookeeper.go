@@ -44,7 +44,7 @@ func init() {
 		},
 		Fences:    EveryVariant, // the lock znode's creation zxid
 		Programs:  []backends.Program{zookeeper.Java},
-		Flags:     &Flags{Bind: zookeeperFlags},
+		Flags:     &Flags{Bind: zookeeperFlags, Derives: []string{zookeeper.ParamSessionTimeout}},
 		Signature: []string{"pause-holder"},
 		RunNode:   zookeeper.RunServerFromEnv,
 		Lease: func(ttl time.Duration, params map[string]string) time.Duration {
@@ -61,9 +61,6 @@ func zookeeperFlags(fl *pflag.FlagSet) func(*Settings) error {
 	tick := fl.Duration(zookeeper.ParamTick, zookeeper.DefaultTick, fmt.Sprintf("zookeeper: tickTime of the servers; a session timeout (the lease, asked for with --ttl) is clamped to [%d, %d] ticks, so the default allows sessions of 200ms to 2s (ZooKeeper's own 2s tick could not go below 4s); followers drop a silent leader after %d ticks", zookeeper.MinSessionTicks, zookeeper.MaxSessionTicks, zookeeper.SyncTicks))
 	classpath := fl.String(zookeeper.ParamClasspath, zookeeper.DefaultClasspath, "zookeeper: class path of the servers (Debian's zookeeper package, and the slf4j binding without which the server logs nothing; its log is appended to each node's zookeeper.log)")
 	return func(s *Settings) error {
-		if s.Backend != "zookeeper" {
-			return nil
-		}
 		s.Params[zookeeper.ParamTick] = tick.String()
 		s.Params[zookeeper.ParamClasspath] = *classpath
 		t, err := zookeeper.TickFrom(s.Params)

@@ -88,10 +88,12 @@ func checkDir(dir string, check dirCheck, opts checker.Options, w io.Writer) (ch
 // gets none: no scenario can rerun it, and that is no one's fault.
 func writeRepro(dir string, h *history.History, res *checker.Result) error {
 	if c := h.Header.Config.Client; c != nil {
-		// A run of a lock client program: its scenario reruns the program.
-		catalog.UseClient(c.Command, c.Name, c.Topology, 0) //nolint:errcheck // a name taken by another backend gets no repro, below
-	}
-	if _, _, err := catalog.Lookup(h.Header.Config.Backend, h.Header.Config.Variant); err != nil {
+		// A run of a lock client program: its scenario reruns the
+		// program, on a topology this lockcheck must have.
+		if _, err := catalog.ClientTarget(c.Name, catalog.ClientProgram{Command: c.Command, Topology: c.Topology}); err != nil {
+			return nil
+		}
+	} else if _, _, err := catalog.Lookup(h.Header.Config.Backend, h.Header.Config.Variant); err != nil {
 		return nil
 	}
 	_, err := repro.Write(dir, h, res)

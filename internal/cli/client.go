@@ -25,27 +25,28 @@ func addClientFlags(fl *pflag.FlagSet, c *clientFlags) {
 	fl.DurationVar(&c.initTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long the program may take to answer init (an interpreter importing its library takes a second); the time limit starts once every client answered")
 }
 
-// register registers the client program as a backend and returns its
-// name; "" without --client.
-func (c clientFlags) register(changed func(string) bool) (string, error) {
+// target is the lock the --client program is, on its topology, and its
+// name; ok is false without --client.
+func (c clientFlags) target(changed func(string) bool) (b catalog.Backend, ok bool, err error) {
 	if c.command == "" {
 		if changed("topology") || changed("client-name") {
-			return "", errors.New("--topology and --client-name go with --client: give the program to test with --client 'CMD ARGS'")
+			return b, false, errors.New("--topology and --client-name go with --client: give the program to test with --client 'CMD ARGS'")
 		}
-		return "", nil
+		return b, false, nil
 	}
 	if changed("backend") || changed("variant") {
-		return "", errors.New("--client and --backend/--variant: a client program is tested instead of a backend; name the servers it needs with --topology")
+		return b, false, errors.New("--client and --backend/--variant: a client program is tested instead of a backend; name the servers it needs with --topology")
 	}
-	return registerClient(c.command, c.name, c.topology, c.initTimeout)
+	b, err = clientTarget(c.command, c.name, c.topology, c.initTimeout)
+	return b, err == nil, err
 }
 
-// registerClient registers the program command (a --client value) as a
-// backend named name (default from the command) on topology.
-func registerClient(command, name, topology string, initTimeout time.Duration) (string, error) {
+// clientTarget is the program command (a --client value) as the lock a
+// run tests, named name (default from the command), on topology.
+func clientTarget(command, name, topology string, initTimeout time.Duration) (catalog.Backend, error) {
 	argv, err := program.SplitCommand(command)
 	if err != nil {
-		return "", fmt.Errorf("--client %q: %w", command, err)
+		return catalog.Backend{}, fmt.Errorf("--client %q: %w", command, err)
 	}
-	return catalog.UseClient(argv, name, topology, initTimeout)
+	return catalog.ClientTarget(name, catalog.ClientProgram{Command: argv, Topology: topology, InitTimeout: initTimeout})
 }

@@ -56,11 +56,11 @@ done.`,
 			if c.command == "" {
 				return fmt.Errorf("--client: give the program to check, such as --client 'python3 my_lock.py'")
 			}
-			name, err := registerClient(c.command, c.name, c.topology, c.initTimeout)
+			b, err := clientTarget(c.command, c.name, c.topology, c.initTimeout)
 			if err != nil {
 				return err
 			}
-			return clientCheck(cmd, name, ttl, timout, programs)
+			return clientCheck(cmd, b, ttl, timout, programs)
 		},
 	}
 	fl := cmd.Flags()
@@ -71,18 +71,18 @@ done.`,
 	return cmd
 }
 
-// clientCheck runs the conformance check of client program backend name.
-func clientCheck(cmd *cobra.Command, name string, ttl, timeout time.Duration, programs catalog.Programs) error {
+// clientCheck runs the conformance check of the lock client program b.
+func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Duration, programs catalog.Programs) error {
 	dir, err := os.MkdirTemp("", "lockcheck-client-check-")
 	if err != nil {
 		return err
 	}
 	cfg := harness.Config{
 		Run: history.RunConfig{
-			Backend: name, Variant: catalog.ClientVariant, Workload: workloads.Unfenced, FenceSource: workloads.FenceNone,
+			Backend: b.Name, Variant: catalog.ClientVariant, Workload: workloads.Unfenced, FenceSource: workloads.FenceNone,
 			Clients: 1, Keys: 1, Params: map[string]string{},
 		},
-		Programs: programs, TTL: ttl, Limit: time.Second, OpTimeout: timeout, Retry: time.Millisecond, Think: "0s",
+		Target: b, Programs: programs, TTL: ttl, Limit: time.Second, OpTimeout: timeout, Retry: time.Millisecond, Think: "0s",
 		Logger: slog.Default(),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,7 +92,6 @@ func clientCheck(cmd *cobra.Command, name string, ttl, timeout time.Duration, pr
 	if err != nil {
 		return err
 	}
-	b, _, _ := catalog.Lookup(name, "")
 	prefix := "lockcheck-check:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	check := program.Conformance{
 		Keys: [4]string{prefix + "grant", prefix + "expiry", prefix + "timeout", prefix + "failpoint"},
@@ -112,10 +111,10 @@ func clientCheck(cmd *cobra.Command, name string, ttl, timeout time.Duration, pr
 		fmt.Fprintf(out, "client check: %s\n", f)
 	}
 	if len(fails) > 0 {
-		fmt.Fprintf(out, "client check: %s does not conform to protocol %d: %d rule(s) broken; its stderr is in %s\n", name, program.Version, len(fails), filepath.Join(dir, "logs"))
+		fmt.Fprintf(out, "client check: %s does not conform to protocol %d: %d rule(s) broken; its stderr is in %s\n", b.Name, program.Version, len(fails), filepath.Join(dir, "logs"))
 		return exitError{code: exitInvalid}
 	}
 	os.RemoveAll(dir)
-	fmt.Fprintf(out, "client check: %s conforms to protocol %d\n", name, program.Version)
+	fmt.Fprintf(out, "client check: %s conforms to protocol %d\n", b.Name, program.Version)
 	return nil
 }

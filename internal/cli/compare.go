@@ -105,22 +105,27 @@ cell is unknown, could not run, or the comparison was interrupted.`,
 func signatureHelp() string {
 	var b strings.Builder
 	for _, n := range catalog.Names() {
-		fmt.Fprintf(&b, "  %-9s %s\n", n, results.FaultsName(backendFaults(n)))
+		b2, _, _ := catalog.Lookup(n, "")
+		fmt.Fprintf(&b, "  %-9s %s\n", n, results.FaultsName(backendFaults(b2)))
 	}
 	fmt.Fprintf(&b, "  %-9s %s\n", "others", results.FaultsName(fallbackFaults))
 	return b.String()
 }
 
-// backendFaults are the signature faults of backend.
-func backendFaults(backend string) []string {
-	if b, _, err := catalog.Lookup(backend, ""); err == nil && len(b.Signature) > 0 {
+// backendFaults are the signature faults of backend b.
+func backendFaults(b catalog.Backend) []string {
+	if len(b.Signature) > 0 {
 		return b.Signature
 	}
 	return fallbackFaults
 }
 
-// target is a backend and variant to compare.
-type target struct{ backend, variant string }
+// target is a backend and variant to compare; program, if set, is the
+// lock client program the backend is (not a backend of the catalog).
+type target struct {
+	backend, variant string
+	program          *catalog.Backend
+}
 
 // parseTargets reads --backends: NAME or NAME/VARIANT, comma-separated.
 func parseTargets(s string) ([]target, error) {
@@ -131,7 +136,7 @@ func parseTargets(s string) ([]target, error) {
 			if err != nil {
 				return nil, err
 			}
-			all = append(all, target{name, v})
+			all = append(all, target{backend: name, variant: v})
 		}
 		return all, nil
 	}
@@ -142,7 +147,7 @@ func parseTargets(s string) ([]target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--backends: %w", err)
 		}
-		out = append(out, target{name, v})
+		out = append(out, target{backend: name, variant: v})
 	}
 	return out, nil
 }
@@ -209,10 +214,11 @@ func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
 				name += "-" + strconv.Itoa(i+1)
 			}
 		}
-		if name, err = catalog.UseClient(argv, name, f.topology, f.clientInitTimeout); err != nil {
+		b, err := catalog.ClientTarget(name, catalog.ClientProgram{Command: argv, Topology: f.topology, InitTimeout: f.clientInitTimeout})
+		if err != nil {
 			return nil, err
 		}
-		clients = append(clients, target{name, catalog.ClientVariant})
+		clients = append(clients, target{backend: name, variant: catalog.ClientVariant, program: &b})
 	}
 	targets, err := parseTargets(f.backends)
 	if err != nil {
@@ -324,14 +330,16 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloadNa
 	var cells []cell
 	seen := map[string]bool{}
 	for _, t := range targets {
-		b, _, err := catalog.Lookup(t.backend, t.variant)
+		rt := f.run
+		rt.backend, rt.variant, rt.target = t.backend, t.variant, t.program
+		b, _, err := rt.resolve()
 		if err != nil {
 			return nil, err
 		}
 		for _, set := range sets {
 			faults := set
 			if len(set) == 1 && set[0] == signatureWord {
-				faults = backendFaults(t.backend)
+				faults = backendFaults(b)
 			}
 			for _, w := range workloadNames {
 				key := t.backend + "/" + t.variant + " " + w + " " + results.FaultsName(faults)
@@ -343,8 +351,8 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloadNa
 				if c.Nemesis == nil {
 					c.Nemesis = []string{}
 				}
-				rf := f.run
-				rf.backend, rf.variant, rf.workload = t.backend, t.variant, w
+				rf := rt
+				rf.workload = w
 				if w == workloads.Fenced && rf.fenceSource == workloads.FenceFromLock && !b.HandsOutFences(t.variant) && !cmd.Flags().Changed("fence-source") {
 					// A lock that hands out no fence of its own is fenced by
 					// the resource's sequence, which works with every lock:

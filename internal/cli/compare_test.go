@@ -33,8 +33,10 @@ func TestCompareDefaultsCoverEveryBackend(t *testing.T) {
 		assert.Equal(t, defaultCellLimit, c.cfg.Limit)
 	}
 	for _, name := range catalog.Names() {
+		b, _, err := catalog.Lookup(name, "")
+		require.NoError(t, err)
 		for _, w := range []string{"fenced", "unfenced"} {
-			for _, faults := range []string{"none", results.FaultsName(backendFaults(name))} {
+			for _, faults := range []string{"none", results.FaultsName(backendFaults(b))} {
 				assert.True(t, got[name+" "+w+" "+faults], "the defaults run %s %s %s", name, w, faults)
 			}
 		}

@@ -104,7 +104,7 @@ func TestMariaDBBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"--backend", "mariadb", "--wait-timeout", "1500ms"}, "whole number of seconds"},
-		{[]string{"--backend", "redis", "--wait-timeout", "2s"}, "--wait-timeout applies to --backend mariadb only"},
+		{[]string{"--backend", "redis", "--wait-timeout", "2s"}, "--wait-timeout applies to the mariadb topology only, and this run's is redis"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			inv := lockcheck(append([]string{"run", "--out", t.TempDir()}, tt.args...)...)

@@ -131,7 +131,11 @@ func TestPgBouncerBadInput(t *testing.T) {
 		{[]string{"--backend", "postgres", "--pooler", "pgbouncer", "--pool-mode", "statement"}, "--pool-mode \"statement\": choose session or transaction"},
 		{[]string{"--backend", "postgres", "--pooler", "pgbouncer", "--replicas", "1"}, "not with a standby"},
 		{[]string{"--backend", "postgres", "--query-exec-mode", "fast"}, "--query-exec-mode \"fast\""},
-		{[]string{"--backend", "redis", "--pooler", "pgbouncer"}, "--pooler applies to --backend postgres only"},
+		{[]string{"--backend", "redis", "--pooler", "pgbouncer"}, "--pooler applies to the postgres topology only, and this run's is redis"},
+		// A lock client program takes the settings of its topology, and
+		// is refused those of another, or of lockcheck's own client.
+		{[]string{"--client", "/usr/bin/python3 lock.py", "--topology", "redis", "--pool-size", "3"}, "--pool-size applies to the postgres topology only, and this run's is redis"},
+		{[]string{"--client", "/usr/bin/python3 lock.py", "--topology", "postgres", "--query-exec-mode", "exec"}, "--query-exec-mode is how lockcheck's own PostgreSQL client (pgx) sends its statements"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

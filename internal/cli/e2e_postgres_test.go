@@ -149,7 +149,7 @@ func TestPostgresStandbyBadInput(t *testing.T) {
 		want string
 	}{
 		{"two standbys", []string{"--backend", "postgres", "--replicas", "2"}, "--replicas 2: choose 0 or 1"},
-		{"another backend", []string{"--backend", "redis", "--replicas", "1"}, "--replicas applies to --backend postgres only"},
+		{"another backend", []string{"--backend", "redis", "--replicas", "1"}, "--replicas applies to the postgres topology only, and this run's is redis"},
 		{"xact with a standby", []string{"--backend", "postgres", "--variant", "xact", "--resource", "postgres", "--nemesis", "failover-promote"}, "use --variant session"},
 		{"failover without a standby", []string{"--backend", "redis", "--nemesis", "failover-promote"}, "--backend postgres --replicas 1"},
 		{"a wiped primary with a standby", []string{"--backend", "postgres", "--replicas", "1", "--nemesis", "kill-restart", "--wipe"}, "drop --wipe or --replicas"},

@@ -100,7 +100,7 @@ func TestSentinelBadInputIsOneLineAndExitTwo(t *testing.T) {
 	store := t.TempDir()
 	tests := []badInput{
 		{"failover fault without sentinel", []string{"--nemesis", "failover-kill"}, "--nemesis failover-kill needs a service that fails over by itself; backend redis under --runtime process has none (backends that have it: sentinel)"},
-		{"sentinel flag without sentinel", []string{"--min-replicas-to-write", "1"}, "--min-replicas-to-write applies to --backend sentinel only"},
+		{"sentinel flag without sentinel", []string{"--min-replicas-to-write", "1"}, "--min-replicas-to-write applies to the sentinel topology only, and this run's is redis"},
 		{"too many replicas", []string{"--backend", "sentinel", "--min-replicas-to-write", "3"}, "the topology has 2 replicas, give 0 (off) to 2"},
 		{"no down-after", []string{"--backend", "sentinel", "--down-after", "0s"}, "--down-after 0s: give a positive whole number of milliseconds"},
 		{"lag in milliseconds", []string{"--backend", "sentinel", "--min-replicas-max-lag", "1500ms"}, "whole seconds"},

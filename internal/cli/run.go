@@ -42,12 +42,16 @@ type runFlags struct {
 	programs catalog.Programs
 	// changed reports whether the user gave a flag.
 	changed func(name string) bool
-	// backendFlags copy each backend's own flags into a run's settings,
-	// apply the other flags into its configuration.
-	backendFlags []func(*catalog.Settings) error
+	// backendFlags copy the run's topology's own flags into its
+	// settings, apply the other flags into its configuration.
+	backendFlags catalog.BoundFlags
 	apply        []func(*harness.Config) error
 	// client is the lock client program to test instead of a backend.
 	client clientFlags
+	// target, once resolved, is the lock the run tests, when it is not a
+	// backend of the catalog (a lock client program: useClient, or a
+	// compare cell's).
+	target *catalog.Backend
 }
 
 func newRunCmd() *cobra.Command {
@@ -107,14 +111,22 @@ func addTestFlags(fl *pflag.FlagSet, f *runFlags) {
 	addClientFlags(fl, &f.client)
 }
 
-// useClient makes the --client program, if given, the backend the run
+// useClient makes the --client program, if given, the lock the run
 // tests.
 func (f *runFlags) useClient() error {
-	name, err := f.client.register(f.changed)
-	if name != "" {
-		f.backend = name
+	b, ok, err := f.client.target(f.changed)
+	if ok {
+		f.backend, f.variant, f.target = b.Name, catalog.ClientVariant, &b
 	}
 	return err
+}
+
+// resolve is the lock the run tests and its variant.
+func (f runFlags) resolve() (catalog.Backend, string, error) {
+	if f.target != nil {
+		return *f.target, catalog.ClientVariant, nil
+	}
+	return catalog.Lookup(f.backend, f.variant)
 }
 
 // addRunFlags declares the flags run and compare share: everything but what
@@ -139,9 +151,7 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	f.programs = catalog.Programs{}
 	programFlags(fl, f.programs)
 	f.changed = fl.Changed
-	for _, set := range catalog.FlagSets() {
-		f.backendFlags = append(f.backendFlags, set.Bind(fl))
-	}
+	f.backendFlags = catalog.BindFlags(fl)
 	for _, hook := range runFlagHooks {
 		f.apply = append(f.apply, hook(fl))
 	}
@@ -182,7 +192,7 @@ func restartFlags(fl *pflag.FlagSet) func(*harness.Config) error {
 		cfg.Run.Params[nemesis.ParamRestartDelay] = delay.String()
 		// A node that keeps nothing on disk always comes back empty, and
 		// the history should say so.
-		if b, _, err := catalog.Lookup(cfg.Run.Backend, cfg.Run.Variant); err == nil && b.Diskless {
+		if cfg.Target.Diskless {
 			if fl.Changed("wipe") && !*wipe {
 				return fmt.Errorf("--wipe=false: %s nodes keep nothing on disk, so a restarted node always comes back empty; drop --wipe=false (use --restart-delay for the documented mitigation)", cfg.Run.Backend)
 			}
@@ -260,15 +270,13 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	default:
 		return harness.Config{}, fmt.Errorf("--fence-source %q: choose lock, resource or none", f.fenceSource)
 	}
-	backend, variant, err := catalog.Lookup(f.backend, f.variant)
+	backend, variant, err := f.resolve()
 	if err != nil {
 		return harness.Config{}, err
 	}
-	settings := catalog.Settings{Backend: f.backend, Faults: faults, TTL: f.ttl, Params: map[string]string{}, Changed: f.changed}
-	for _, apply := range f.backendFlags {
-		if err := apply(&settings); err != nil {
-			return harness.Config{}, err
-		}
+	settings := catalog.Settings{Topology: backend.Topology(), Program: backend.Client != nil, Faults: faults, TTL: f.ttl, Params: map[string]string{}, Changed: f.changed}
+	if err := f.backendFlags.Apply(&settings); err != nil {
+		return harness.Config{}, err
 	}
 	lease := backend.GrantedLease(f.ttl, settings.Params)
 	if f.pause == 0 {
@@ -283,7 +291,7 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource, Resource: f.resource,
 			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, Think: f.think, CommandLine: commandLine,
 		},
-		Out: f.out, Programs: maps.Clone(f.programs),
+		Target: backend, Out: f.out, Programs: maps.Clone(f.programs),
 		TTL: f.ttl, Lease: lease, Limit: f.limit, Pause: f.pause, Interval: f.interval,
 		Think: f.think, Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
 	}

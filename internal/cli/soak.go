@@ -125,7 +125,7 @@ func (f soakFlags) validate() error {
 // them the shard's share; without --backends and --workloads it is the
 // one soak of --backend, --variant and --workload.
 func (f soakFlags) matrix() ([]soakFlags, error) {
-	targets := []target{{f.backend, f.variant}}
+	targets := []target{{backend: f.backend, variant: f.variant, program: f.target}}
 	if f.backends != "" {
 		var err error
 		if targets, err = parseTargets(f.backends); err != nil {
@@ -147,7 +147,7 @@ func (f soakFlags) matrix() ([]soakFlags, error) {
 	for _, t := range targets {
 		for _, w := range workloads {
 			c := f
-			c.backend, c.variant, c.workload = t.backend, t.variant, w
+			c.backend, c.variant, c.target, c.workload = t.backend, t.variant, t.program, w
 			cells = append(cells, c)
 		}
 	}

@@ -476,7 +476,12 @@ func (p pinner) atMoment(s scenario.Step, t int64, forgets bool) scenario.Step {
 // nodeCount is how many nodes the run's service has, 0 when the backend is
 // not in this program.
 func nodeCount(cfg history.RunConfig) int {
-	b, _, err := catalog.Lookup(cfg.Backend, cfg.Variant)
+	name, variant := cfg.Backend, cfg.Variant
+	if cfg.Client != nil {
+		// A lock client program runs on its topology's nodes.
+		name, variant = cfg.Client.Topology, ""
+	}
+	b, _, err := catalog.Lookup(name, variant)
 	if err != nil {
 		return 0
 	}

@@ -44,7 +44,7 @@ func init() {
 			return etcd.New(etcd.Options{Client: s.Client(fp), Endpoints: s.Addrs})
 		},
 		Fences:    catalog.EveryVariant, // the key's create revision
-		Flags:     &catalog.Flags{Bind: etcdFlags},
+		Flags:     &catalog.Flags{Bind: etcdFlags, Derives: []string{etcd.ParamSessionTTL}},
 		Signature: []string{"pause-holder"},
 		RunNode:   etcd.RunMemberFromEnv,
 		Lease: func(ttl time.Duration, params map[string]string) time.Duration {
@@ -61,9 +61,6 @@ func etcdFlags(fl *pflag.FlagSet) func(*catalog.Settings) error {
 	heartbeat := fl.Duration(etcd.ParamHeartbeat, etcd.DefaultTiming.Heartbeat, "etcd: raft heartbeat interval of the members")
 	election := fl.Duration(etcd.ParamElection, etcd.DefaultTiming.Election, "etcd: raft election timeout of the members; etcd's shortest lease is 1.5 times it, rounded up to whole seconds")
 	return func(s *catalog.Settings) error {
-		if s.Backend != "etcd" {
-			return nil
-		}
 		s.Params[etcd.ParamHeartbeat] = heartbeat.String()
 		s.Params[etcd.ParamElection] = election.String()
 		t, err := etcd.TimingFrom(s.Params)
