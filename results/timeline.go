@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
@@ -148,7 +147,7 @@ func newTimeline(h *history.History, res *checker.Result, span checker.Interval)
 	b.faults(res.Faults)
 	b.nodeStates(h, span.End)
 	b.linkStates(h, span.End)
-	b.history(h, span.End)
+	b.history(h)
 	b.windows(res.Checks.DoubleOwnership.List)
 	b.leaseViolations(res.Checks.LeaseSafety.Evidence)
 	b.fenceAnomalies(res.Checks.Fencing.Anomalies)
@@ -336,96 +335,45 @@ func (b *builder) faults(fs []checker.Fault) {
 	}
 }
 
-// history draws belief intervals and writes straight from the events: a
-// belief runs from acquire ok to release invoke, or to the info that retired
-// the process, or to the end of the history.
-func (b *builder) history(h *history.History, end int64) {
-	type holding struct {
-		start, expiry int64 // expiry: earliest possible end of the lease, 0 if unknown
-		key           string
-		fence         *int64
+// history draws the belief intervals as the checks read them
+// (checker.Beliefs) and the writes straight from the events.
+func (b *builder) history(h *history.History) {
+	for _, bl := range checker.Beliefs(h) {
+		b.belief(bl)
 	}
-	held := map[history.Process]*holding{}
-	allowance := checker.HistoryClockAllowance(h.Header)
-	// A lease may end as soon as the checker takes it to: its earliest end.
-	earliest := func(invoke, ttlMs int64) int64 {
-		end, _ := history.LeaseEnds(invoke, invoke, time.Duration(ttlMs)*time.Millisecond, time.Duration(allowance(ttlMs)))
-		return end
-	}
-	invoked := map[history.Process]int64{} // time of the pending acquire or extend
 	writing := map[history.Process]*history.Value{}
 	for i := range h.Events {
 		e := &h.Events[i]
-		p := e.Process
-		if p == history.Nemesis {
+		if e.Process == history.Nemesis || e.F != history.FWrite {
 			continue
 		}
 		if e.Type == history.Invoke {
-			invoked[p] = e.Time
+			writing[e.Process] = e.Value
+			continue
 		}
-		switch {
-		case e.F == history.FAcquire && e.Type == history.OK:
-			if old := held[p]; old != nil {
-				b.belief(p, old.key, old.fence, old.start, old.expiry, e.Time)
-			}
-			hold := &holding{start: e.Time, key: e.Key}
-			if e.Value != nil {
-				hold.fence = e.Value.Fence
-				if e.Value.TTLms > 0 {
-					hold.expiry = earliest(invoked[p], e.Value.TTLms)
-				}
-			}
-			held[p] = hold
-		case e.F == history.FExtend && e.Type == history.OK:
-			if hold := held[p]; hold != nil && hold.expiry > 0 && e.Value != nil && e.Value.TTLms > 0 {
-				hold.expiry = max(hold.expiry, earliest(invoked[p], e.Value.TTLms))
-			}
-		case e.F == history.FRelease && e.Type == history.Invoke:
-			if hold := held[p]; hold != nil {
-				b.belief(p, hold.key, hold.fence, hold.start, hold.expiry, e.Time)
-				delete(held, p)
-			}
-		case e.F == history.FWrite && e.Type == history.Invoke:
-			writing[p] = e.Value
-		case e.F == history.FWrite:
-			b.write(e, writing[p])
-			delete(writing, p)
-		}
-		if e.Type == history.Info {
-			if hold := held[p]; hold != nil {
-				b.belief(p, hold.key, hold.fence, hold.start, hold.expiry, e.Time)
-				delete(held, p)
-			}
-		}
-	}
-	left := make([]history.Process, 0, len(held))
-	for p := range held {
-		left = append(left, p)
-	}
-	sort.Slice(left, func(i, j int) bool { return left[i] < left[j] })
-	for _, p := range left {
-		hold := held[p]
-		b.belief(p, hold.key, hold.fence, hold.start, hold.expiry, end)
+		b.write(e, writing[e.Process])
+		delete(writing, e.Process)
 	}
 }
 
-// belief draws one belief interval: solid while the lease may still be live,
-// hatched from its earliest possible expiry on, when the client believes in
-// a lock the service may already have given away.
-func (b *builder) belief(p history.Process, key string, fence *int64, start, expiry, end int64) {
+// belief draws one belief interval: solid while the service kept the
+// lease, hatched from the moment it certainly let it go (LetGo), when the
+// client believes in a lock the service no longer holds for it.
+func (b *builder) belief(bl checker.Belief) {
+	p, key, start, end := bl.Process, bl.Key, bl.Start, bl.End
 	l := b.laneOf[p]
 	b.beliefs++
 	before := len(b.tl.Bars)
 	liveEnd := end
-	if expiry > 0 {
-		liveEnd = max(start, min(end, expiry))
+	if bl.LetGo > 0 {
+		liveEnd = max(start, min(end, bl.LetGo))
 	}
 	b.bar(l, "belief", start, liveEnd, func() string {
-		return fmt.Sprintf("%s held %q from %s to %s, fence %s", p, key, relSec(start, b.t0), relSec(end, b.t0), fmtFence(fence))
+		return fmt.Sprintf("%s held %q from %s to %s, fence %s", p, key, relSec(start, b.t0), relSec(end, b.t0), fmtFence(bl.Fence))
 	})
 	if liveEnd < end {
 		b.bar(l, "belief-late", liveEnd, end, func() string {
-			return fmt.Sprintf("%s still believed it held %q after its lease could have expired at %s", p, key, relSec(liveEnd, b.t0))
+			return fmt.Sprintf("%s still believed it held %q after the service had let its lease go at %s", p, key, relSec(liveEnd, b.t0))
 		})
 	}
 	if len(b.tl.Bars) > before {

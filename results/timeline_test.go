@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/checker/checktest"
 	"github.com/lockcheck/lockcheck/history"
 )
 
@@ -231,4 +232,42 @@ func TestCharts(t *testing.T) {
 	c = newCharts(long, res, res.Span)
 	assert.LessOrEqual(t, len(c.Grants.Bars), maxRateBars, "a long run is aggregated")
 	assert.Contains(t, c.Notes, "Grants: each bar is 5 s of the run, shown as a rate per second.")
+}
+
+// TestTimelineBeliefsAsTheChecksReadThem: a belief is drawn as late only
+// from the moment the service certainly let its lease go. A lease its
+// library keeps alive (etcd's keepalive, which the history does not show)
+// is believed past its TTL and is not late; a TTL lease whose holder's
+// pause outlasted it is, one TTL into the pause; so is a session lock once
+// its session was killed.
+func TestTimelineBeliefsAsTheChecksReadThem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    func(b *checktest.Builder)
+		late []string
+	}{
+		{"a lease kept alive past its TTL", func(b *checktest.Builder) {
+			b.Acquire(0, 0, 1, 1).Release(0, 900, 901)
+		}, nil},
+		{"a lease its holder's pause outlasted", func(b *checktest.Builder) {
+			b.Acquire(0, 0, 1, 1).Nemesis(50, history.NemPause, "c0", "", "").
+				Nemesis(600, history.NemResume, "c0", "", "").Release(0, 900, 901)
+		}, []string{`c0 still believed it held &#34;lock-0&#34; after the service had let its lease go at 0.150 s`}},
+		{"a session killed under its holder", func(b *checktest.Builder) {
+			b.Config.TTLms = 0
+			b.Op(0, history.FAcquire, 0, nil, 1, history.OK, &history.Value{Token: "c0", Session: "pg-0/7"})
+			b.Add(300, history.Nemesis, history.Info, history.NemKillSession, &history.Value{Target: "c0", Session: "pg-0/7"})
+			b.Release(0, 900, 901)
+		}, []string{`c0 still believed it held &#34;lock-0&#34; after the service had let its lease go at 0.300 s`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := checktest.NewBuilder("fenced")
+			tc.b(b)
+			b.Nemesis(1000, history.NemRunEnd, "", "", "")
+			h := b.Build(t)
+			svg := svgOf(t, renderReport(t, h, checker.Check(h, nil, checker.Options{})))
+			assert.Equal(t, tc.late, titlesOf(svg, "belief-late"))
+			assert.Len(t, titlesOf(svg, "belief"), 1)
+		})
+	}
 }
