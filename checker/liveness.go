@@ -80,11 +80,12 @@ func percentile(sorted []int64, p float64) int64 {
 }
 
 // stalls follows the gaps between consecutive grants on a key (counting
-// from the start of the history to the first grant and from the last grant
-// to its end) during which an acquire was in flight, one settled stretch
-// at a time, keeping the longest.
+// from the key's first acquire to its first grant and from the last grant
+// to the end of the history) during which an acquire was in flight, one
+// settled stretch at a time, keeping the longest. A client's start-up
+// before it first asks is no stall.
 type stalls struct {
-	from    int64 // the last grant settled so far, or the start
+	from    int64 // the last grant settled so far, or the key's first acquire
 	started bool
 	// fromHolder is the latest settled grant still believed just after
 	// from: who held the key as a gap from there began.
@@ -102,7 +103,13 @@ type stalls struct {
 // matter: one that ended before it is in no later gap.
 func (st *stalls) settle(grants []Grant, attempts []attempt, start, end int64, final bool) int64 {
 	if !st.started {
-		st.from, st.started = start, true
+		if len(attempts) == 0 {
+			return start // nobody asked for the key yet
+		}
+		st.from, st.started = attempts[0].invoke, true
+		for _, a := range attempts {
+			st.from = min(st.from, a.invoke)
+		}
 	}
 	oks := make([]int64, 0, len(grants)+1)
 	for _, g := range grants {

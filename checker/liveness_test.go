@@ -307,3 +307,18 @@ func TestOrphanedLock(t *testing.T) {
 		})
 	}
 }
+
+// TestStallCountsFromTheFirstAcquire: a stall is measured while clients
+// tried, so a client's start-up before it first asks for the key is none
+// (a JVM client's first acquire 2.1 s after a ZooKeeper role event).
+func TestStallCountsFromTheFirstAcquire(t *testing.T) {
+	b := newBuilder("unfenced")
+	b.Nemesis(30, history.NemRole, "zk-1", "", "leader")
+	b.Acquire(0, 2100, 2150, -1).Release(0, 2200, 2201)
+	b.AcquireFail(1, 2180, 2181).Acquire(1, 2210, 2400, -1).Release(1, 2500, 2501)
+	b.Nemesis(2600, history.NemRunEnd, "", "", "")
+	l := check(t, b).Checks.Liveness
+	require.NotNil(t, l.Stall)
+	assert.Equal(t, Interval{Start: at(2150), End: at(2400)}, *l.Stall, "the gap between the grants, not the start-up")
+	assert.InDelta(t, 250, l.LongestStallMs, 1e-9)
+}

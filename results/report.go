@@ -124,8 +124,8 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	if c := cfg.Client; c != nil {
 		v.Header = append(v.Header, kv{"client", fmt.Sprintf("%s: %s %s on %s (%s)", c.Name, c.Library, c.Version, c.Topology, shellJoin(c.Command))})
 	}
-	for _, line := range libraryLosses(h) {
-		v.Header = append(v.Header, kv{"lock lost", line})
+	for _, l := range libraryLosses(h) {
+		v.Header = append(v.Header, kv{"lock lost", l.Line()})
 	}
 	if h.Truncated {
 		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})

@@ -56,6 +56,9 @@ type Results struct {
 	// Sessions is the evidence of server sessions that went astray (a
 	// pooler's signature); absent when there is none.
 	Sessions *checker.ServerSessions `json:"sessions,omitempty"`
+	// LibraryLosses are the lock-lost events of a lock client program's
+	// library and how late each came (issue 37); absent when there is none.
+	LibraryLosses []LibraryLoss `json:"library_losses,omitempty"`
 	// Lockcheck is the build of lockcheck that checked the history and
 	// wrote this file (docs/results.md): a verdict that changed between
 	// two nights can be told from a lockcheck that changed.
@@ -89,6 +92,7 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		FaultLanding:   res.FaultLanding,
 		FirstAnomalyMs: res.FirstAnomalyMs,
 		Sessions:       res.Sessions,
+		LibraryLosses:  libraryLosses(h),
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

@@ -31,8 +31,8 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, word(st.Outcome), st.Numbers)
 	}
-	for _, line := range libraryLosses(h) {
-		fmt.Fprintln(w, "lock lost: "+line)
+	for _, l := range libraryLosses(h) {
+		fmt.Fprintln(w, "lock lost: "+l.Line())
 	}
 	if cmd := reproCommand(dir, res); cmd != "" {
 		fmt.Fprintf(w, "repro: %s\n", cmd)
