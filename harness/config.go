@@ -211,6 +211,11 @@ func checkFenceSource(cfg Config, b catalog.Backend) error {
 	case workloads.FenceNone:
 		return fmt.Errorf("--workload fenced with --fence-source none: no write would carry a fence, and the resource would refuse every one; use --fence-source resource (the resource's own sequence, safe with every backend)")
 	case workloads.FenceFromLock, "":
+		if !b.HandsOutFences(cfg.Run.Variant) && b.Client != nil {
+			// A program declares its fences in init_ok, not in Go.
+			return fmt.Errorf("--workload fenced with --fence-source lock: lock client program %s hands out no fence (its init_ok does not say supports.fence), so the resource would refuse every write; use --fence-source resource (the resource's own sequence, safe with every lock), or have the program send supports.fence: true in init_ok and a fence with every acquire_ok if its lock hands one out (docs/clients.md)",
+				cfg.Run.Backend)
+		}
 		if !b.HandsOutFences(cfg.Run.Variant) {
 			return fmt.Errorf("--workload fenced with --fence-source lock: backend %s (variant %s) hands out no fence, so the resource would refuse every write; use --fence-source resource (the resource's own sequence, safe with every backend), or declare the lock's fences (lockcheck.Backend.Fences) if its grants carry one",
 				cfg.Run.Backend, cfg.Run.Variant)

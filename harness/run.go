@@ -109,6 +109,15 @@ func (r *run) start(ctx context.Context) error {
 	}
 	r.spec = r.lockSpec()
 	if err := r.probeClient(logDir); err != nil {
+		// Refused before anything was recorded: the servers' data is no
+		// run's to keep. It goes once teardown has stopped them (undo
+		// runs last first); the probe's log stays, for the refusal names it.
+		nodes := filepath.Join(logDir, "nodes")
+		r.undo = append([]func(){func() {
+			if err := os.RemoveAll(nodes); err != nil {
+				r.log.Warn("remove the servers' data of a refused run", "dir", nodes, "err", err)
+			}
+		}}, r.undo...)
 		return err
 	}
 	if err := r.startRecording(); err != nil {

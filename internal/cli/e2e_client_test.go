@@ -133,6 +133,10 @@ func TestClientProgramRefusals(t *testing.T) {
 	inv = lockcheck("run", "--client", bin+" -nofence", "--client-name", "nofence", "--workload", "fenced", "--nemesis", "none", "--time-limit", "1s", "--out", store)
 	assert.Equal(t, exitUnknown, inv.code)
 	assert.Contains(t, inv.stderr, "hands out no fence")
+	assert.Contains(t, inv.stderr, "supports.fence", "a program is told the program's fix")
+	assert.NotContains(t, inv.stderr, "lockcheck.Backend.Fences", "not the Go API's")
+	nodes, _ := filepath.Glob(filepath.Join(store, "*-nofence-*", "nodes"))
+	assert.Empty(t, nodes, "a run refused before it started leaves no servers' data behind")
 
 	// A grant with no lease on a topology whose locks do not live on
 	// sessions: the rule every lock is held to (workloads.LeaseError).
