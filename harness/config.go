@@ -43,7 +43,11 @@ type Config struct {
 	TTL, Lease time.Duration
 	Limit      time.Duration
 	Pause      time.Duration
-	Interval   time.Duration // between nemesis steps
+	// Pauses, when not fixed, is the distribution each fault draws its
+	// pause from (--pause 100ms-900ms, --pause @gc.txt); Pause is then its
+	// greatest, which everything that must outwait a pause uses.
+	Pauses   workloads.Distribution
+	Interval time.Duration // between nemesis steps
 	// Script, if set, replaces the seeded fault schedule with an exact
 	// timeline (a scenario).
 	Script []nemesis.Action
@@ -140,7 +144,7 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if cfg.Run.Workload != workloads.Fenced && cfg.Run.Workload != workloads.Unfenced {
 		return b, fmt.Errorf("unknown workload %q (choose fenced or unfenced)", cfg.Run.Workload)
 	}
-	if _, err := workloads.ParseRange(cfg.Think); err != nil {
+	if _, err := workloads.ParseDistribution(cfg.Think); err != nil {
 		return b, fmt.Errorf("--think: %w", err)
 	}
 	if err := CheckFaults(cfg, b); err != nil {
@@ -270,6 +274,9 @@ func (cfg Config) record(limit time.Duration) history.RunConfig {
 	run := cfg.Run
 	run.TTLms, run.LeaseMs = cfg.TTL.Milliseconds(), cfg.Lease.Milliseconds()
 	run.TimeLimitMs, run.PauseMs = limit.Milliseconds(), cfg.Pause.Milliseconds()
+	if !cfg.Pauses.Fixed() {
+		run.PauseDistribution = cfg.Pauses.String()
+	}
 	run.NemesisEveryMs = 0
 	if cfg.Script == nil {
 		// A scenario's timeline has no interval between faults.

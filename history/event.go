@@ -263,6 +263,10 @@ type RunConfig struct {
 	// Params are backend- and fault-specific settings (Sentinel timings,
 	// clock skew, ...), as the flags set them.
 	Params map[string]string `json:"params,omitempty"`
+	// PauseDistribution, when set, is what each fault drew its pause
+	// from (a range, or a measured distribution's percentiles); PauseMs
+	// is then its greatest.
+	PauseDistribution string `json:"pause_distribution,omitempty"`
 }
 
 // ClientInfo describes a lock client program: its command, the name it

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // ErrMissed means a client gave up its hold without reaching the failpoint
@@ -75,6 +76,9 @@ type Env struct {
 	Rand   *rand.Rand
 	// Pause is how long a pause lasts.
 	Pause time.Duration
+	// Pauses, when not fixed, is the distribution each step draws its
+	// Pause from, with the step's own seed.
+	Pauses workloads.Distribution
 	// TTL is the lease the lock under test really grants (the backend's,
 	// for the run's --ttl: etcd rounds it up to whole seconds), for faults
 	// that must act within one lease or outlast it.
@@ -159,6 +163,11 @@ func Run(ctx context.Context, steps []Step, start time.Time, base Env) error {
 func forStep(base Env, step int, seed uint64) Env {
 	env := base
 	env.Rand = rand.New(rand.NewPCG(seed, 0))
+	if !base.Pauses.Fixed() {
+		// A stream of its own, so that the fault's choices are those of
+		// a run with a fixed pause.
+		env.Pause = base.Pauses.Draw(rand.New(rand.NewPCG(seed, 1)))
+	}
 	env.Record = func(f string, v history.Value) {
 		v.Step = history.Int(step)
 		base.Record(f, v)

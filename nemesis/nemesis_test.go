@@ -391,3 +391,22 @@ func TestAPauseCutShortAfterALeaseLands(t *testing.T) {
 	assert.Regexp(t, `^redis-0 was stopped, cut short by the end of the run after \S+ of 5s$`, l.Why)
 	assert.Equal(t, []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT}, nodes[0].got(), "the node is continued whatever happens")
 }
+
+// Each step of a run whose pause is a distribution draws its own pause
+// from it, fixed by the step's seed; a fixed pause stays what it is.
+func TestStepDrawsItsPause(t *testing.T) {
+	base := Env{Pause: 900 * time.Millisecond, Pauses: workloads.Distribution{Min: 100 * time.Millisecond, Max: 900 * time.Millisecond},
+		Record: func(string, history.Value) {}}
+	drawn := map[time.Duration]bool{}
+	for seed := range uint64(20) {
+		env := forStep(base, 1, seed)
+		assert.Equal(t, env.Pause, forStep(base, 1, seed).Pause, "the same seed, the same pause")
+		assert.GreaterOrEqual(t, env.Pause, 100*time.Millisecond)
+		assert.LessOrEqual(t, env.Pause, 900*time.Millisecond)
+		drawn[env.Pause] = true
+	}
+	assert.Greater(t, len(drawn), 10, "steps draw different pauses")
+	fixed := base
+	fixed.Pauses = workloads.Distribution{}
+	assert.Equal(t, 900*time.Millisecond, forStep(fixed, 1, 5).Pause)
+}

@@ -164,7 +164,7 @@ func newCharts(h *history.History, res *checker.Result, span checker.Interval) *
 }
 
 // quantile of sorted values, nearest rank.
-func quantile(sorted []int64, q float64) int64 {
+func quantile[T int64 | float64](sorted []T, q float64) T {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(0, min(len(sorted)-1, i))]
 }

@@ -2,7 +2,6 @@ package results
 
 import (
 	_ "embed"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -156,12 +155,7 @@ func WriteComparison(dir string, c *Comparison) error {
 	if c.Lockcheck.Go == "" {
 		c.Lockcheck = buildinfo.Current()
 	}
-	err := writeFileAtomic(dir, CompareResults, func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(c)
-	})
-	if err != nil {
+	if err := writeJSON(dir, CompareResults, c); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(dir, JUnitFile, func(w io.Writer) error { return writeCompareJUnit(w, dir, c) }); err != nil {
@@ -174,15 +168,8 @@ func WriteComparison(dir string, c *Comparison) error {
 
 // ReadComparison reads compare.json from a comparison folder.
 func ReadComparison(dir string) (*Comparison, error) {
-	b, err := os.ReadFile(filepath.Join(dir, CompareResults))
-	if err != nil {
-		return nil, err
-	}
 	var c Comparison
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("read %s: %w", filepath.Join(dir, CompareResults), err)
-	}
-	return &c, nil
+	return &c, readJSON(dir, CompareResults, &c)
 }
 
 // FaultsName names a cell's faults as the pages show them.
@@ -201,38 +188,47 @@ func writeCompareJUnit(w io.Writer, dir string, c *Comparison) error {
 	doc := junitSuites{Name: "lockcheck compare"}
 	for _, cell := range c.Cells {
 		name := fmt.Sprintf("lockcheck %s/%s/%s %s", cell.Backend, cell.Variant, cell.Workload, FaultsName(cell.Nemesis))
-		var suite junitSuite
-		if cell.Status == CellRan {
-			var runDoc junitSuites
-			b, err := os.ReadFile(filepath.Join(dir, cell.Dir, JUnitFile))
-			if err == nil {
-				err = xml.Unmarshal(b, &runDoc)
-			}
-			if err != nil || len(runDoc.Suites) != 1 {
-				return fmt.Errorf("junit.xml of cell %s: %v", name, err)
-			}
-			suite = runDoc.Suites[0]
-		} else {
-			tc := junitCase{Name: "cell", Classname: "lockcheck.compare." + cell.Backend}
-			problem := &junitProblem{Message: cell.Status + ": " + cell.Why}
-			switch cell.Status {
-			case CellSkipped:
-				tc.Skipped = problem
-				suite.Skipped = 1
-			default:
-				tc.Error = problem
-				suite.Errors = 1
-			}
-			suite.Cases, suite.Tests = []junitCase{tc}, 1
+		suite, err := cellSuite(dir, cell, "lockcheck.compare."+cell.Backend)
+		if err != nil {
+			return fmt.Errorf("junit.xml of cell %s: %v", name, err)
 		}
 		suite.Name = name
-		doc.Suites = append(doc.Suites, suite)
-		doc.Tests += suite.Tests
-		doc.Failures += suite.Failures
-		doc.Errors += suite.Errors
-		doc.Skipped += suite.Skipped
+		doc.add(suite)
 	}
 	return encodeJUnit(w, doc)
+}
+
+// cellSuite is the test suite of a cell that ran: its run's junit.xml
+// suite, read from dir; or, for one that did not, a suite of one case
+// (classname) skipped with its reason, or an error.
+func cellSuite(dir string, cell Cell, classname string) (junitSuite, error) {
+	if cell.Status == CellRan {
+		var runDoc junitSuites
+		b, err := os.ReadFile(filepath.Join(dir, cell.Dir, JUnitFile))
+		if err == nil {
+			err = xml.Unmarshal(b, &runDoc)
+		}
+		if err == nil && len(runDoc.Suites) != 1 {
+			err = fmt.Errorf("%d test suites, not one", len(runDoc.Suites))
+		}
+		if err != nil {
+			return junitSuite{}, err
+		}
+		return runDoc.Suites[0], nil
+	}
+	var suite junitSuite
+	tc := junitCase{Name: "cell", Classname: classname}
+	problem := &junitProblem{Message: cell.Status + ": " + cell.Why}
+	switch cell.Status {
+	case CellSkipped:
+		tc.Skipped = problem
+		suite.Skipped = 1
+	default:
+		tc.Error = problem
+		suite.Errors = 1
+	}
+	suite.Cases, suite.Tests = []junitCase{tc}, 1
+	return suite, nil
 }
 
 //go:embed compare.html.tmpl

@@ -22,6 +22,15 @@ type junitSuites struct {
 	Suites   []junitSuite `xml:"testsuite"`
 }
 
+// add appends a suite and counts its tests.
+func (d *junitSuites) add(s junitSuite) {
+	d.Suites = append(d.Suites, s)
+	d.Tests += s.Tests
+	d.Failures += s.Failures
+	d.Errors += s.Errors
+	d.Skipped += s.Skipped
+}
+
 type junitSuite struct {
 	Name       string          `xml:"name,attr"`
 	Tests      int             `xml:"tests,attr"`

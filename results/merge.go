@@ -26,12 +26,12 @@ type part struct {
 	index, of int // its --shard I/N; 1/1 when it ran the whole matrix
 }
 
-// FindMergeable lists the comparison folders and the soak directories in
-// each source: such a folder itself, or a store (a --out folder) holding
-// them. A source that holds neither is an error.
-func FindMergeable(sources []string) (comparisons, soaks []string, err error) {
+// FindMergeable lists the comparison folders, the soak directories and
+// the sweep folders in each source: such a folder itself, or a store (a
+// --out folder) holding them. A source that holds none is an error.
+func FindMergeable(sources []string) (comparisons, soaks, sweeps []string, err error) {
 	kind := func(d string) string {
-		for _, k := range []string{CompareResults, SoakFile} {
+		for _, k := range []string{CompareResults, SoakFile, SweepResults} {
 			if _, err := os.Stat(filepath.Join(d, k)); err == nil {
 				return k
 			}
@@ -39,9 +39,12 @@ func FindMergeable(sources []string) (comparisons, soaks []string, err error) {
 		return ""
 	}
 	add := func(d, k string) {
-		if k == CompareResults {
+		switch k {
+		case CompareResults:
 			comparisons = append(comparisons, d)
-		} else {
+		case SweepResults:
+			sweeps = append(sweeps, d)
+		default:
 			soaks = append(soaks, d)
 		}
 	}
@@ -52,7 +55,7 @@ func FindMergeable(sources []string) (comparisons, soaks []string, err error) {
 		}
 		entries, err := os.ReadDir(src)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		found := 0
 		for _, e := range entries {
@@ -63,10 +66,10 @@ func FindMergeable(sources []string) (comparisons, soaks []string, err error) {
 			}
 		}
 		if found == 0 {
-			return nil, nil, fmt.Errorf("%s holds no comparison and no soak (no %s or %s in it or its folders): pass a folder lockcheck compare or soak --out wrote, or a comparison or soak folder in it", src, CompareResults, SoakFile)
+			return nil, nil, nil, fmt.Errorf("%s holds no comparison, soak or sweep (no %s, %s or %s in it or its folders): pass a folder lockcheck compare, soak or sweep --out wrote, or a comparison, soak or sweep folder in it", src, CompareResults, SoakFile, SweepResults)
 		}
 	}
-	return comparisons, soaks, nil
+	return comparisons, soaks, sweeps, nil
 }
 
 // MergeComparisons merges the comparison folders dirs (the shards of one
@@ -125,12 +128,8 @@ func MergeComparisons(out string, dirs []string, commandLine []string, now time.
 				return "", nil, fmt.Errorf("cell %s is in both %s and %s: merge the shards of one matrix, each once", key, other, p.dir)
 			}
 			seen[key] = p.dir
-			if c.Dir != "" {
-				name := label + "-" + strings.ReplaceAll(c.Dir, "/", "-")
-				if err := copyTree(filepath.Join(p.dir, filepath.FromSlash(c.Dir)), filepath.Join(dir, name)); err != nil {
-					return "", nil, err
-				}
-				c.Dir = name
+			if c.Dir, err = copyRunDir(p.dir, c.Dir, dir, label); err != nil {
+				return "", nil, err
 			}
 			// Cell i of shard I/N is cell i*N + I-1 of the matrix.
 			cells = append(cells, placed{at: i*p.of + p.index - 1, cell: c})
@@ -144,12 +143,88 @@ func MergeComparisons(out string, dirs []string, commandLine []string, now time.
 	if err := WriteComparison(dir, merged); err != nil {
 		return "", nil, err
 	}
+	return dir, merged, writeStoreIndex(out)
+}
+
+// copyRunDir copies a cell's run directory rel, in the folder from, into
+// the merged folder to, under a name that starts with label (the part it
+// came from); it returns that name, "" for a cell with no directory.
+func copyRunDir(from, rel, to, label string) (string, error) {
+	if rel == "" {
+		return "", nil
+	}
+	name := label + "-" + strings.ReplaceAll(rel, "/", "-")
+	return name, copyTree(filepath.Join(from, filepath.FromSlash(rel)), filepath.Join(to, name))
+}
+
+// writeStoreIndex rewrites the store's index.html.
+func writeStoreIndex(out string) error {
 	entries, err := ScanStore(out)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(out, IndexFile, func(w io.Writer) error { return WriteIndex(w, out, entries) })
+}
+
+// MergeSweeps merges the sweep folders dirs (the shards of one sweep) into
+// a new sweep folder under out: every run in the grid's order, each run
+// directory copied in, and sweep.json, sweep.html and junit.xml over them
+// all. The shards must share their seeds, time limit and grid, and no run
+// may come twice.
+func MergeSweeps(out string, dirs []string, commandLine []string, now time.Time) (string, *Sweep, error) {
+	var sweeps []*Sweep
+	for _, d := range dirs {
+		s, err := ReadSweep(d)
+		if err != nil {
+			return "", nil, err
+		}
+		if len(sweeps) > 0 {
+			f := sweeps[0]
+			if s.Seed != f.Seed || s.Seeds != f.Seeds || s.TimeLimitMs != f.TimeLimitMs || s.Grid != f.Grid {
+				return "", nil, fmt.Errorf("%s ran seeds %d+%d, %d ms, a grid of %d runs; %s seeds %d+%d, %d ms, %d runs: the shards of one sweep share --seed, --seeds, --time-limit and the grid",
+					d, s.Seed, s.Seeds, s.TimeLimitMs, s.Grid, dirs[0], f.Seed, f.Seeds, f.TimeLimitMs, f.Grid)
+			}
+		}
+		sweeps = append(sweeps, s)
+	}
+	if len(sweeps) == 0 {
+		return "", nil, fmt.Errorf("nothing to merge")
+	}
+	dir, err := NewSweepDir(out, now)
 	if err != nil {
 		return "", nil, err
 	}
-	err = writeFileAtomic(out, IndexFile, func(w io.Writer) error { return WriteIndex(w, out, entries) })
-	return dir, merged, err
+	f := sweeps[0]
+	merged := &Sweep{CommandLine: commandLine, TimeLimitMs: f.TimeLimitMs, Seed: f.Seed, Seeds: f.Seeds, Grid: f.Grid}
+	seen := map[int]string{}
+	var labels []string
+	var builds []buildinfo.Info
+	for i, s := range sweeps {
+		merged.Started = earliest(merged.Started, s.Started)
+		merged.Finished = max(merged.Finished, s.Finished)
+		merged.Interrupted = merged.Interrupted || s.Interrupted
+		label := "part" + strconv.Itoa(i+1)
+		if sh := shardOf(s.CommandLine); sh != "" {
+			label = "s" + strings.ReplaceAll(sh, "/", "of")
+		}
+		labels, builds = append(labels, label), append(builds, s.Lockcheck)
+		for _, r := range s.Runs {
+			if other, dup := seen[r.At]; dup {
+				return "", nil, fmt.Errorf("run %d of the grid (%s seed %d) is in both %s and %s: merge the shards of one sweep, each once", r.At, r.CellKey(), r.Seed, other, dirs[i])
+			}
+			seen[r.At] = dirs[i]
+			if r.Dir, err = copyRunDir(dirs[i], r.Dir, dir, label); err != nil {
+				return "", nil, err
+			}
+			merged.Runs = append(merged.Runs, r)
+		}
+	}
+	slices.SortStableFunc(merged.Runs, func(a, b SweepRun) int { return cmp.Compare(a.At, b.At) })
+	merged.Builds = groupBuilds(labels, builds)
+	if err := WriteSweep(dir, merged); err != nil {
+		return "", nil, err
+	}
+	return dir, merged, writeStoreIndex(out)
 }
 
 // shardOf finds --shard's value in a command line, "" when there is none.

@@ -46,7 +46,7 @@ func shardsOf(t *testing.T, n int) ([]string, *Comparison) {
 
 func TestMergeComparisons(t *testing.T) {
 	stores, whole := shardsOf(t, 3)
-	dirs, soaks, err := FindMergeable([]string{stores[2], stores[0], stores[1]})
+	dirs, soaks, _, err := FindMergeable([]string{stores[2], stores[0], stores[1]})
 	assert.Empty(t, soaks)
 	require.NoError(t, err)
 	out := t.TempDir()
@@ -76,7 +76,7 @@ func TestMergeComparisons(t *testing.T) {
 
 func TestMergeRefuses(t *testing.T) {
 	stores, _ := shardsOf(t, 2)
-	dirs, _, err := FindMergeable(stores)
+	dirs, _, _, err := FindMergeable(stores)
 	require.NoError(t, err)
 
 	_, _, err = MergeComparisons(t.TempDir(), []string{dirs[0], dirs[0]}, nil, time.Now())
@@ -89,8 +89,8 @@ func TestMergeRefuses(t *testing.T) {
 	_, _, err = MergeComparisons(t.TempDir(), dirs, nil, time.Now())
 	assert.ErrorContains(t, err, "share --seed")
 
-	_, _, err = FindMergeable([]string{t.TempDir()})
-	assert.ErrorContains(t, err, "holds no comparison and no soak")
+	_, _, _, err = FindMergeable([]string{t.TempDir()})
+	assert.ErrorContains(t, err, "holds no comparison, soak or sweep")
 }
 
 // withBuild rewrites a comparison folder's compare.json as if a build of
@@ -117,7 +117,7 @@ func TestMergeSaysWhenShardsCameFromDifferentBuilds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stores, _ := shardsOf(t, 2)
-			dirs, _, err := FindMergeable(stores)
+			dirs, _, _, err := FindMergeable(stores)
 			require.NoError(t, err)
 			for i, d := range dirs {
 				withBuild(t, d, tt.revisions[i])

@@ -37,7 +37,7 @@ func TestMergeSoaks(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	writeSoakDir(t, a, "20261130T010203-soak-redis-fenced", "redis", 7, checker.Valid, checker.Valid)
 	writeSoakDir(t, b, "20261130T010203-soak-etcd-fenced", "etcd", 7, checker.Valid, checker.Invalid)
-	comparisons, soaks, err := FindMergeable([]string{a, b})
+	comparisons, soaks, _, err := FindMergeable([]string{a, b})
 	require.NoError(t, err)
 	assert.Empty(t, comparisons)
 	require.Len(t, soaks, 2)

@@ -14,6 +14,29 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
+// writeJSON writes v into dir/name, indented, atomically (writeFileAtomic).
+func writeJSON(dir, name string, v any) error {
+	return writeFileAtomic(dir, name, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
+}
+
+// readJSON reads dir/name into v; a file that is not JSON is an error
+// naming it.
+func readJSON(dir, name string, v any) error {
+	path := filepath.Join(dir, name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
 // WriteAll writes results.json, junit.xml and report.html into dir. Each file
 // is written under a temporary name and renamed into place, so a reader (a CI
 // job, a browser, lockcheck serve) never sees half a file, and a re-check that

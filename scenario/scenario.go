@@ -470,7 +470,7 @@ func (f *File) validate() error {
 	if f.Workload != workloads.Fenced && f.Workload != workloads.Unfenced {
 		return f.errAt("workload", "%q is not fenced or unfenced", f.Workload)
 	}
-	if _, err := workloads.ParseRange(f.Think); err != nil {
+	if _, err := workloads.ParseDistribution(f.Think); err != nil {
 		return f.errAt("think", "%v", err)
 	}
 	nodes := map[string]bool{}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
@@ -58,7 +57,7 @@ type Config struct {
 	Process int
 	Stride  int
 	Keys    []string
-	Think   Range
+	Think   Distribution
 	// Retry is the pause after a refused acquire.
 	Retry time.Duration
 	// OpTimeout bounds each operation on the resource.
@@ -74,42 +73,6 @@ type Config struct {
 	// LeasesUntilRelease says the lock holds a grant with no TTL until it
 	// is released: such a grant has no deadline (LeaseError).
 	LeasesUntilRelease bool
-}
-
-// Range is a duration drawn uniformly from [Min, Max].
-type Range struct{ Min, Max time.Duration }
-
-// ParseRange reads "20ms" or "10ms-50ms".
-func ParseRange(s string) (Range, error) {
-	lo, hi, found := strings.Cut(s, "-")
-	min, err := time.ParseDuration(strings.TrimSpace(lo))
-	if err != nil {
-		return Range{}, fmt.Errorf("%q is not a duration or a range such as 10ms-50ms", s)
-	}
-	max := min
-	if found {
-		if max, err = time.ParseDuration(strings.TrimSpace(hi)); err != nil || max < min {
-			return Range{}, fmt.Errorf("%q is not a duration or a range such as 10ms-50ms", s)
-		}
-	}
-	if min < 0 {
-		return Range{}, fmt.Errorf("%q: a duration cannot be negative", s)
-	}
-	return Range{min, max}, nil
-}
-
-func (r Range) String() string {
-	if r.Min == r.Max {
-		return r.Min.String()
-	}
-	return r.Min.String() + "-" + r.Max.String()
-}
-
-func (r Range) draw(rng *rand.Rand) time.Duration {
-	if r.Max <= r.Min {
-		return r.Min
-	}
-	return r.Min + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
 }
 
 // Emit records one event of the client; the caller numbers it.
@@ -278,7 +241,7 @@ func (c *Client) readModifyWrite(key string, g backends.Grant, deadline int64) b
 // every extension that still found the lease the client's. It reports false
 // when the process was retired.
 func (c *Client) work(key string, g backends.Grant, deadline *int64) bool {
-	end := time.Now().Add(c.cfg.Think.draw(c.rng))
+	end := time.Now().Add(c.cfg.Think.Draw(c.rng))
 	every := g.TTL / 3
 	if !c.cfg.Watchdog || every <= 0 {
 		time.Sleep(time.Until(end))

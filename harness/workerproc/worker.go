@@ -80,7 +80,7 @@ const AnyFailpoint = "*"
 // Run runs one client in this process, writing messages to out and reading
 // commands from in, until it is told to stop or in is closed.
 func Run(cfg Config, in io.Reader, out io.Writer) error {
-	think, err := workloads.ParseRange(cfg.Think)
+	think, err := workloads.ParseDistribution(cfg.Think)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
@@ -94,12 +95,18 @@ cell is unknown, could not run, or the comparison was interrupted.`,
 	fl.StringVar(&f.backends, "backends", "", "backends to compare, comma-separated, each NAME or NAME/VARIANT (empty: every registered backend, its correct variant)")
 	fl.StringVar(&f.workloads, "workloads", "fenced,unfenced", "workloads, comma-separated: fenced, unfenced")
 	fl.StringVar(&f.nemesis, "nemesis", "none,"+signatureWord, "fault sets, comma-separated; join faults that run together with +, such as clock-skew+pause-nodes; "+signatureWord+" is each backend's own")
-	fl.StringArrayVar(&f.clients, "client", nil, "a lock client program to compare, as run's --client (repeat for several): each is a backend of the matrix named after its script or program; with no --backends, the matrix is the client programs alone")
-	fl.StringVar(&f.topology, "topology", "", "with --client: the built-in backend whose servers the client programs talk to (default redis)")
-	fl.DurationVar(&f.clientInitTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long a program may take to answer init")
+	f.addClientFlags(fl, "compare", "matrix")
 	fl.StringVar(&f.shard, "shard", "", "run only shard I of N of the matrix (I/N, such as 2/3): the cells whose place in the matrix, counted from 0, leaves I-1 divided by N; needs --seed so that every shard plans the same matrix")
 	addRunFlags(fl, &f.run, defaultCellLimit)
 	return cmd, f
+}
+
+// addClientFlags declares --client, --topology and --client-init-timeout
+// of a command (compare, sweep) whose matrix (grid) they add to.
+func (f *compareFlags) addClientFlags(fl *pflag.FlagSet, verb, matrix string) {
+	fl.StringArrayVar(&f.clients, "client", nil, "a lock client program to "+verb+", as run's --client (repeat for several): each is a backend of the "+matrix+" named after its script or program; with no --backends, the "+matrix+" is the client programs alone")
+	fl.StringVar(&f.topology, "topology", "", "with --client: the built-in backend whose servers the client programs talk to (default redis)")
+	fl.DurationVar(&f.clientInitTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long a program may take to answer init")
 }
 
 func signatureHelp() string {
@@ -200,6 +207,35 @@ type cell struct {
 // plan reads the matrix from the flags and lays out its cells, picking a
 // seed when none was given.
 func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
+	targets, err := f.targets()
+	if err != nil {
+		return nil, err
+	}
+	workloads, err := parseWorkloads(f.workloads)
+	if err != nil {
+		return nil, err
+	}
+	sets, err := faultSets(f.nemesis)
+	if err != nil {
+		return nil, err
+	}
+	sh, err := f.seedAndShard()
+	if err != nil {
+		return nil, err
+	}
+	cells, err := planCells(cmd, f.run, targets, workloads, sets, func(rf runFlags, faults []string) []string {
+		return cellCommandLine(cmd, rf, faults)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return shareOf(sh, cells), nil
+}
+
+// targets are the backends of the matrix: --backends, then each --client
+// program registered as a backend of its own (alone when --backends is
+// not given).
+func (f *compareFlags) targets() ([]target, error) {
 	var clients []target
 	for i, c := range f.clients {
 		argv, err := program.SplitCommand(c)
@@ -227,30 +263,22 @@ func (f *compareFlags) plan(cmd *cobra.Command) ([]cell, error) {
 	if len(clients) > 0 && strings.TrimSpace(f.backends) == "" {
 		targets = nil
 	}
-	targets = append(targets, clients...)
-	workloads, err := parseWorkloads(f.workloads)
-	if err != nil {
-		return nil, err
-	}
-	sets, err := faultSets(f.nemesis)
-	if err != nil {
-		return nil, err
-	}
+	return append(targets, clients...), nil
+}
+
+// seedAndShard reads --shard and picks a seed when none was given.
+func (f *compareFlags) seedAndShard() (shard, error) {
 	sh, err := parseShard(f.shard)
 	if err != nil {
-		return nil, err
+		return sh, err
 	}
 	if sh.Of > 1 && f.run.seed == 0 {
-		return nil, fmt.Errorf("--shard %s needs --seed: every shard must run the matrix with the same seed", f.shard)
+		return sh, fmt.Errorf("--shard %s needs --seed: every shard must run the matrix with the same seed", f.shard)
 	}
 	if f.run.seed == 0 {
 		f.run.seed = time.Now().UnixNano()%1_000_000 + 1
 	}
-	cells, err := planCells(cmd, f, targets, workloads, sets)
-	if err != nil {
-		return nil, err
-	}
-	return shareOf(sh, cells), nil
+	return sh, nil
 }
 
 func runCompare(cmd *cobra.Command, f *compareFlags) error {
@@ -279,43 +307,17 @@ func runCompare(cmd *cobra.Command, f *compareFlags) error {
 	if err := results.WriteComparison(dir, cmp); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	opts := checker.Options{LinearizabilityTimeout: f.run.linTimeout}
-	n := 0
-	for i := range cells {
-		c := &cmp.Cells[i]
-		if c.Status == results.CellSkipped {
-			fmt.Fprintf(stdout, "  %-44s skipped: %s\n", cellName(c), c.Why)
-			continue
-		}
-		n++
-		if ctx.Err() != nil {
-			c.Status, c.Why = results.CellNotRun, "the comparison was interrupted first"
-			continue
-		}
-		cfg := cells[i].cfg
-		cfg.Out = dir
-		cfg.OnProgress = progressReporter(stderr, fmt.Sprintf("[%d/%d %s]", n, toRun, cellName(c)))
-		started := time.Now()
-		out, v, err := runAndCheck(ctx, cfg, results.CheckDir, opts, io.Discard, stderr)
-		c.Seconds = time.Since(started).Round(100 * time.Millisecond).Seconds()
-		runCell(c, dir, out, err)
-		if out.Interrupted {
-			cmp.Interrupted = true
-		}
-		line := fmt.Sprintf("  %-44s %s", cellName(c), c.Status)
-		if c.Status == results.CellRan {
-			line = fmt.Sprintf("  %-44s %-7s %s (%.0f s)", cellName(c), v, c.Reason, c.Seconds)
-		} else if c.Why != "" {
-			line += ": " + c.Why
-		}
-		fmt.Fprintln(stdout, line)
-		if err := results.WriteComparison(dir, cmp); err != nil {
-			return err
-		}
+	m := matrix{what: "comparison", write: func() error { return results.WriteComparison(dir, cmp) }}
+	for i := range cmp.Cells {
+		m.cells = append(m.cells, &cmp.Cells[i])
+		m.cfgs = append(m.cfgs, cells[i].cfg)
+		m.names = append(m.names, cellName(&cmp.Cells[i]))
 	}
-	cmp.Interrupted = cmp.Interrupted || ctx.Err() != nil
+	interrupted, err := m.run(dir, checker.Options{LinearizabilityTimeout: f.run.linTimeout}, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	cmp.Interrupted = interrupted
 	cmp.Finished = time.Now().UTC().Format(time.RFC3339)
 	if err := results.WriteComparison(dir, cmp); err != nil {
 		return err
@@ -325,12 +327,13 @@ func runCompare(cmd *cobra.Command, f *compareFlags) error {
 }
 
 // planCells lays out the matrix in the order it runs: backend, then fault
-// set, then workload, with a configuration for each cell that makes sense.
-func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloadNames []string, sets [][]string) ([]cell, error) {
+// set, then workload, with a configuration for each cell that makes sense,
+// every other setting from run, each cell's command line from lineOf.
+func planCells(cmd *cobra.Command, run runFlags, targets []target, workloadNames []string, sets [][]string, lineOf func(runFlags, []string) []string) ([]cell, error) {
 	var cells []cell
 	seen := map[string]bool{}
 	for _, t := range targets {
-		rt := f.run
+		rt := run
 		rt.backend, rt.variant, rt.target = t.backend, t.variant, t.program
 		b, _, err := rt.resolve()
 		if err != nil {
@@ -359,7 +362,7 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloadNa
 					// with the lock's fences the cell would be refused.
 					rf.fenceSource = workloads.FenceFromResource
 				}
-				cfg, err := rf.config(faults, cellCommandLine(cmd, rf, faults))
+				cfg, err := rf.config(faults, lineOf(rf, faults))
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", key, err)
 				}
@@ -379,6 +382,74 @@ func planCells(cmd *cobra.Command, f *compareFlags, targets []target, workloadNa
 		}
 	}
 	return cells, nil
+}
+
+// matrix is the cells of a comparison or a sweep, to run one after the
+// other into one folder.
+type matrix struct {
+	cells []*results.Cell
+	cfgs  []harness.Config
+	names []string
+	what  string // "comparison", "sweep": what an interrupt stopped
+	// ran, if set, is called after cell i ran, before its line is printed.
+	ran func(i int)
+	// write rewrites the folder's pages, after every cell.
+	write func() error
+}
+
+// run runs every cell that is not skipped, printing a line for each, until
+// Ctrl-C (the cells left are not run); it reports whether it was
+// interrupted.
+func (m matrix) run(dir string, opts checker.Options, stdout, stderr io.Writer) (bool, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	toRun := 0
+	for _, c := range m.cells {
+		if c.Status != results.CellSkipped {
+			toRun++
+		}
+	}
+	interrupted, n := false, 0
+	for i, c := range m.cells {
+		if c.Status == results.CellSkipped {
+			fmt.Fprintf(stdout, "  %-44s skipped: %s\n", m.names[i], c.Why)
+			continue
+		}
+		n++
+		if ctx.Err() != nil {
+			c.Status, c.Why = results.CellNotRun, "the "+m.what+" was interrupted first"
+			continue
+		}
+		out, v := runMatrixCell(ctx, c, m.cfgs[i], dir, fmt.Sprintf("[%d/%d %s]", n, toRun, m.names[i]), opts, stderr)
+		interrupted = interrupted || out.Interrupted
+		if m.ran != nil {
+			m.ran(i)
+		}
+		line := fmt.Sprintf("  %-44s %s", m.names[i], c.Status)
+		if c.Status == results.CellRan {
+			line = fmt.Sprintf("  %-44s %-7s %s (%.0f s)", m.names[i], v, c.Reason, c.Seconds)
+		} else if c.Why != "" {
+			line += ": " + c.Why
+		}
+		fmt.Fprintln(stdout, line)
+		if err := m.write(); err != nil {
+			return interrupted, err
+		}
+	}
+	return interrupted || ctx.Err() != nil, nil
+}
+
+// runMatrixCell runs one cell of a comparison or a sweep into the folder
+// dir and checks it, with progress on stderr labelled label, and records
+// in c how it went.
+func runMatrixCell(ctx context.Context, c *results.Cell, cfg harness.Config, dir, label string, opts checker.Options, stderr io.Writer) (harness.Outcome, checker.Validity) {
+	cfg.Out = dir
+	cfg.OnProgress = progressReporter(stderr, label)
+	started := time.Now()
+	out, v, err := runAndCheck(ctx, cfg, results.CheckDir, opts, io.Discard, stderr)
+	c.Seconds = time.Since(started).Round(100 * time.Millisecond).Seconds()
+	runCell(c, dir, out, err)
+	return out, v
 }
 
 // runCell records how a cell's run went.

@@ -26,6 +26,7 @@ import (
 type parsed struct {
 	run   *plannedRun
 	cmp   *compareFlags
+	sweep *sweepFlags
 	found *cobra.Command
 }
 
@@ -45,13 +46,14 @@ func execPrinted(t *testing.T, line string) (parsed, error) {
 	root := newRootCmd()
 	runCmd, run := runCommand()
 	cmpCmd, cmp := compareCommand()
+	sweepCmd, sweep := sweepCommand()
 	for _, c := range root.Commands() {
-		if c.Name() == "run" || c.Name() == "compare" {
+		if c.Name() == "run" || c.Name() == "compare" || c.Name() == "sweep" {
 			root.RemoveCommand(c)
 		}
 	}
-	root.AddCommand(runCmd, cmpCmd)
-	p.run, p.cmp = run, cmp
+	root.AddCommand(runCmd, cmpCmd, sweepCmd)
+	p.run, p.cmp, p.sweep = run, cmp, sweep
 	found, _, err := root.Find(args)
 	require.NoError(t, err, line)
 	found.RunE = func(*cobra.Command, []string) error { return nil }
@@ -131,6 +133,32 @@ func TestPrintedCompareCommandsRun(t *testing.T) {
 		assert.Equal(t, c.cfg.TTL, cell.run.cfg.TTL, line)
 	}
 	assert.Equal(t, "resource", p.cmp.cells[1].cfg.Run.FenceSource, "GET_LOCK hands out no fence of its own")
+}
+
+// TestPrintedSweepCommandsRun checks sweep's command line and each run's,
+// which repeats its cell's TTL, pause distribution, work time and skew.
+func TestPrintedSweepCommandsRun(t *testing.T) {
+	gc := filepath.Join(t.TempDir(), "gc pauses.txt")
+	require.NoError(t, os.WriteFile(gc, []byte("12\n40\n900\n"), 0o644))
+	p, err := execPrinted(t, "lockcheck sweep --backends redlock --workload unfenced,fenced --nemesis clock-pause --ttl 1s,2s --pause 100ms-900ms,'@"+gc+"' --think 400ms-1200ms --skew 2s --seeds 2 --time-limit 3s --seed 3")
+	require.NoError(t, err)
+	again, err := execPrinted(t, results.RerunCommand(history.RunConfig{CommandLine: reproduce(p.found, p.sweep.run.seed)}))
+	require.NoError(t, err, "sweep's own line")
+	require.Len(t, again.sweep.runs, len(p.sweep.runs))
+	require.Len(t, p.sweep.runs, 2*2*2*2)
+	for _, r := range p.sweep.runs {
+		line := results.RerunCommand(r.cfg.Run)
+		cell, err := execPrinted(t, line)
+		require.NoError(t, err, line)
+		got := cell.run.cfg
+		assert.Equal(t, r.cfg.TTL, got.TTL, line)
+		assert.Equal(t, r.cfg.Pause, got.Pause, line)
+		assert.Equal(t, r.cfg.Pauses, got.Pauses, line)
+		assert.Equal(t, r.cfg.Think, got.Think, line)
+		assert.Equal(t, "2s", got.Run.Params[nemesis.ParamSkew], line)
+		assert.Equal(t, r.Seed, got.Run.Seed, line)
+		assert.Equal(t, r.cfg.Run.FenceSource, got.Run.FenceSource, line)
+	}
 }
 
 // TestPrintedScenarioCommandsRun checks the line that reruns a

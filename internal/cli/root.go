@@ -37,7 +37,7 @@ lockcheck could not run.`,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%v (see %s --help)", err, cmd.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newSoakCmd(), newCheckCmd(), newCompareCmd(), newMergeCmd(), newServeCmd(), newScenarioCmd(), newShrinkCmd(), newImagesCmd(), newWorkerCmd(), newClientCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newSoakCmd(), newCheckCmd(), newCompareCmd(), newSweepCmd(), newMergeCmd(), newServeCmd(), newScenarioCmd(), newShrinkCmd(), newImagesCmd(), newWorkerCmd(), newClientCmd(), newVersionCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.Version = buildinfo.Current().String()
 	root.SetVersionTemplate("{{.Version}}")

@@ -33,9 +33,12 @@ type runFlags struct {
 	resource                                         string
 	ttl, limit, pause, interval, retry, opTimeout    time.Duration
 	linTimeout                                       time.Duration
-	think, out                                       string
-	clients, keys                                    int
-	seed                                             int64
+	// pauses, when not fixed, is the distribution each fault draws its
+	// pause from (--pause 100ms-900ms or @FILE); pause is then 0.
+	pauses        workloads.Distribution
+	think, out    string
+	clients, keys int
+	seed          int64
 	// stopOnAnomaly ends the run at the first anomaly the online check finds.
 	stopOnAnomaly bool
 	// programs are the server executables the user chose (--<program>).
@@ -137,9 +140,9 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.StringVar(&f.resource, "resource", resource.Memory, "the protected resource: memory (lockcheck's own in-memory store, exact ground truth) or postgres (a row of a real PostgreSQL database started as node pg-0: the fenced write is UPDATE ... WHERE fence_token < $fence AND read_fence <= $fence, and an audit table written in the same transaction is the ground truth)")
 	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock (at least 1ms)")
 	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs (at least the --ttl)")
-	fl.DurationVar(&f.pause, "pause", 0, "how long a pause fault lasts (0: twice the lease the backend grants for --ttl, so a paused holder outlives its lease)")
-	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the pause plus one second)")
-	fl.StringVar(&f.think, "think", "20ms", "time a client works inside the lock, a duration or a range such as 10ms-50ms")
+	fl.Var(&pauseFlag{f: f}, "pause", "how long a pause fault lasts (0: twice the lease the backend grants for --ttl, so a paused holder outlives its lease); a range such as 100ms-900ms or @FILE (measured pauses in ms, one per line, such as a GC log's) draws each fault's pause from that distribution")
+	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the greatest pause plus one second)")
+	fl.StringVar(&f.think, "think", "20ms", "time a client works inside the lock, drawn for each critical section: a duration, a range such as 10ms-50ms, or @FILE (measured work times in ms, one per line)")
 	fl.DurationVar(&f.retry, "retry", 10*time.Millisecond, "pause of a client after the lock was refused to it")
 	fl.DurationVar(&f.opTimeout, "op-timeout", time.Second, "time limit of each operation; one that runs out has an unknown outcome")
 	fl.DurationVar(&f.linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
@@ -279,6 +282,13 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 		return harness.Config{}, err
 	}
 	lease := backend.GrantedLease(f.ttl, settings.Params)
+	think, err := workloads.ParseDistribution(f.think)
+	if err != nil {
+		return harness.Config{}, fmt.Errorf("--think: %w", err)
+	}
+	if !f.pauses.Fixed() {
+		f.pause = f.pauses.Max // what everything that outwaits a pause waits for
+	}
 	if f.pause == 0 {
 		// The default pause outlasts the lease the backend really grants.
 		f.pause = 2 * lease
@@ -289,11 +299,11 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	cfg := harness.Config{
 		Run: history.RunConfig{
 			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource, Resource: f.resource,
-			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, Think: f.think, CommandLine: commandLine,
+			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, Think: think.String(), CommandLine: commandLine,
 		},
 		Target: backend, Out: f.out, Programs: maps.Clone(f.programs),
-		TTL: f.ttl, Lease: lease, Limit: f.limit, Pause: f.pause, Interval: f.interval,
-		Think: f.think, Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
+		TTL: f.ttl, Lease: lease, Limit: f.limit, Pause: f.pause, Pauses: f.pauses, Interval: f.interval,
+		Think: think.String(), Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
 	}
 	cfg.Run.Params = settings.Params
 	for _, apply := range f.apply {
@@ -302,6 +312,49 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 		}
 	}
 	return cfg, nil
+}
+
+// pauseFlag is --pause: one duration, or a distribution each fault draws
+// its pause from. Its type is a duration's, so that a single value is held
+// to --pause's rule (validateFlags) like any duration.
+type pauseFlag struct {
+	f    *runFlags
+	text string // as given, to print the command line back
+}
+
+func (p *pauseFlag) String() string {
+	if p.text == "" {
+		return p.f.pause.String()
+	}
+	return p.text
+}
+
+func (p *pauseFlag) Type() string { return "duration" }
+
+func (p *pauseFlag) Set(s string) error {
+	d, err := parsePause(s)
+	if err != nil {
+		return err
+	}
+	p.f.pause, p.f.pauses, p.text = d.Min, workloads.Distribution{}, s
+	if !d.Fixed() {
+		p.f.pause, p.f.pauses = 0, d
+	}
+	return nil
+}
+
+// parsePause reads one --pause value: a duration, or a distribution whose
+// longest pause is at least minPause (a single duration is held to
+// --pause's rule by validateFlags).
+func parsePause(s string) (workloads.Distribution, error) {
+	d, err := workloads.ParseDistribution(s)
+	if err != nil {
+		return d, err
+	}
+	if !d.Fixed() && d.Max < minPause {
+		return d, fmt.Errorf("%q: the longest pause is %s, shorter than %s: such a pause stops a process for less than a scheduler tick", s, d.Max, minPause)
+	}
+	return d, nil
 }
 
 // runAndCheck runs one test, then checks whatever it recorded, even when the
