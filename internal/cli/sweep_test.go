@@ -134,3 +134,36 @@ func roundQ(q results.Quantiles) results.Quantiles {
 	r := func(x float64) float64 { return float64(int(x*10+0.5)) / 10 }
 	return results.Quantiles{P0: r(q.P0), P50: r(q.P50), P90: r(q.P90), P99: r(q.P99), P100: r(q.P100)}
 }
+
+// A sweep on a live Redis: a paused holder outlives a 250 ms lease and
+// loses an update without fencing, and holds within a 2 s one, so the
+// frontier is 2 s; the page, sweep.json and each run's report are there.
+func TestSweepFindsTheFrontier(t *testing.T) {
+	t.Parallel()
+	store := t.TempDir()
+	inv := lockcheck("sweep", "--out", store, "--seed", "1", "--backends", "redis", "--workload", "unfenced",
+		"--nemesis", "pause-holder", "--ttl", "250ms,2s", "--pause", "900ms", "--seeds", "1", "--time-limit", "4s")
+	assert.Equal(t, exitInvalid, inv.code, "the 250 ms cell is false: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	entries, err := os.ReadDir(store)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	dir := filepath.Join(store, entries[0].Name())
+	s, err := results.ReadSweep(dir)
+	require.NoError(t, err)
+	require.Len(t, s.Cells, 2)
+	short, long := s.Cells[0], s.Cells[1]
+	assert.Equal(t, results.OutcomeUnsafe, short.Outcome, short.Excludes)
+	assert.Positive(t, short.FailedChecks["resource"], "the paused holder's late write overwrote a newer value")
+	require.NotNil(t, short.RecoveryP50Ms, "a next grant after each pause")
+	assert.Less(t, *short.RecoveryP50Ms, 900.0, "the next client is granted the lock while the holder is still paused")
+	assert.Equal(t, results.OutcomeSafe, long.Outcome, long.Excludes)
+	assert.Equal(t, 1, long.WithinLease, "its pauses were delivered within the lease")
+	require.Len(t, s.Frontier, 1)
+	assert.Equal(t, "2s", s.Frontier[0].At)
+	for _, r := range s.Runs {
+		assert.FileExists(t, filepath.Join(dir, r.Dir, results.ReportFile))
+	}
+	assert.FileExists(t, filepath.Join(dir, results.SweepReport))
+	assert.FileExists(t, filepath.Join(dir, results.JUnitFile))
+	assert.Regexp(t, `(?m)^frontier redis/correct unfenced pause-holder .*: TTL 2s: every seed held`, inv.stdout)
+}
