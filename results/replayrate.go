@@ -32,15 +32,18 @@ var replayRates = []struct {
 	{"sentinel", []string{"partition-halves"}, "10 of 10"},
 }
 
-// ReplayRate says how often reproductions of runs like cfg's (its backend
-// under the same faults) reproduced the failure in 10 replays, measured,
-// or "" when none was measured.
+// ReplayRate says how often this run's repro replayed its failure, which
+// nobody measured when the run wrote it: "not measured", with how to
+// measure it and, where one was measured, the rate of reproductions of
+// other runs like cfg's (its backend under the same faults), cited as
+// theirs, never as this repro's.
 func ReplayRate(cfg history.RunConfig) string {
+	s := "not measured for this repro (lockcheck shrink replays it --tries times and says how often it failed)"
 	for _, r := range replayRates {
 		if r.backend == cfg.Backend && slices.Equal(r.faults, cfg.Nemesis) {
-			return fmt.Sprintf("reproductions of %s runs under %s failed the same checks in %s replays (measured; docs/scenarios.md)",
+			return s + fmt.Sprintf("; reproductions of other %s runs under %s failed the same checks in %s replays (a class rate, measured on other failures; docs/scenarios.md)",
 				r.backend, FaultsName(r.faults), r.rate)
 		}
 	}
-	return ""
+	return s
 }

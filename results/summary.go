@@ -36,9 +36,7 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	}
 	if cmd := reproCommand(dir, res); cmd != "" {
 		fmt.Fprintf(w, "repro: %s\n", cmd)
-		if rate := ReplayRate(cfg); rate != "" {
-			fmt.Fprintf(w, "       %s\n", rate)
-		}
+		fmt.Fprintf(w, "       replay rate: %s\n", ReplayRate(cfg))
 	}
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(dir, ReportFile))
 }

@@ -49,16 +49,11 @@ func Write(dir string, h *history.History, res *checker.Result) (string, error) 
 	return write(path, FromRun(filepath.Base(dir), h, res), header(h.Header.Config))
 }
 
-// header is repro.yaml's opening comment for a run of cfg: how often
-// reproductions of runs like it replayed, as measured, and how to replay
-// this one.
+// header is repro.yaml's opening comment for a run of cfg: that this
+// repro's replay rate was not measured (and a class rate, cited as such),
+// and how to replay it.
 func header(cfg history.RunConfig) string {
-	rate := results.ReplayRate(cfg)
-	if rate == "" {
-		rate = "no replay rate was measured for reproductions of " + cfg.Backend + " runs under " + results.FaultsName(cfg.Nemesis) +
-			"; lockcheck shrink replays this one --tries times first and says how often it failed"
-	}
-	return "# Replay rate: " + rate + ".\n# Replay it: lockcheck scenario run --file " + File + "\n"
+	return "# Replay rate: " + results.ReplayRate(cfg) + ".\n# Replay it: lockcheck scenario run --file " + File + "\n"
 }
 
 // WriteScenario writes repro.yaml into dir for a run of scenario f that

@@ -122,7 +122,8 @@ func TestWrite(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, File), path)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Regexp(t, `^# Replay rate: reproductions of redis runs under pause-holder failed the same checks in \d+ of 10 replays \(measured; docs/scenarios.md\)\.\n`, string(data))
+	assert.Regexp(t, `^# Replay rate: not measured for this repro \(lockcheck shrink replays it --tries times and says how often it failed\); `+
+		`reproductions of other redis runs under pause-holder failed the same checks in \d+ of 10 replays \(a class rate, measured on other failures; docs/scenarios.md\)\.\n`, string(data))
 
 	// A run that ended true writes none, and leaves no stale one behind.
 	res.Valid = checker.Valid
@@ -345,4 +346,14 @@ func TestFromRunWaitsForTheFailoverGrant(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, f.Timeline, 2, "%+v", f.Timeline)
 	assert.Nil(t, f.Timeline[1].When)
+}
+
+// TestHeaderClaimsOnlyItsOwnReplays: a repro's header never prints a rate
+// that was not measured for it; a class rate is cited as one.
+func TestHeaderClaimsOnlyItsOwnReplays(t *testing.T) {
+	classed := header(history.RunConfig{Backend: "redlock", Nemesis: []string{"pause-node", "kill-restart", "clock-skew"}})
+	assert.Contains(t, classed, "# Replay rate: not measured for this repro")
+	assert.Contains(t, classed, "reproductions of other redlock runs under pause-node+kill-restart+clock-skew failed the same checks in 10 of 10 replays (a class rate, measured on other failures")
+	assert.Equal(t, "# Replay rate: not measured for this repro (lockcheck shrink replays it --tries times and says how often it failed).\n"+
+		"# Replay it: lockcheck scenario run --file repro.yaml\n", header(history.RunConfig{Backend: "redis", Nemesis: []string{"kill-client"}}))
 }
