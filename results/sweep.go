@@ -1,6 +1,7 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -320,7 +321,6 @@ func Measure(runDir string, r *Results) (*RunMeasures, error) {
 type runScan struct {
 	first, last int64
 	seen        bool
-	runEnd      int64 // the run-end event's time, 0 if none
 	// waiting are the start times of faults not yet followed by a grant.
 	waiting   []int64
 	recovered []float64
@@ -354,8 +354,6 @@ func (s *runScan) event(e *history.Event) error {
 		target, asked = e.Value.Target, e.Value.DurationMs*1e6
 	}
 	switch v := history.VerbOf(e.F); {
-	case e.F == history.NemRunEnd:
-		s.runEnd = e.Time
 	case e.F == history.NemPause:
 		if s.paused == nil {
 			s.paused = map[string]pause{}
@@ -379,21 +377,19 @@ func (s *runScan) event(e *history.Event) error {
 
 // delivered counts the faults delivered in full (each pause held as long
 // as asked, a few ms of timer slack aside, and each kill) and those the
-// end of the run cut short.
+// end of the run cut short: only the end of the run ends a pause early
+// (the nemesis's context), so that is the last pause, if it fell short.
 func (s *runScan) delivered() (full, cut int) {
-	end := s.runEnd
-	if end == 0 {
-		end = s.last
-	}
 	for _, p := range s.paused {
 		p.held = -1
 		s.pauses = append(s.pauses, p)
 	}
-	for _, p := range s.pauses {
+	slices.SortFunc(s.pauses, func(a, b pause) int { return cmp.Compare(a.start, b.start) })
+	for i, p := range s.pauses {
 		switch {
 		case p.held >= 0 && p.held+5e6 >= p.asked:
 			full++
-		case p.start+p.asked > end:
+		case i == len(s.pauses)-1:
 			cut++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/history"
 )
 
 func TestExcludes(t *testing.T) {
@@ -259,4 +260,28 @@ func TestMeasure(t *testing.T) {
 	assert.Equal(t, []float64{510}, m.RecoveriesMs, "from the pause to the next grant")
 	assert.False(t, m.WithinLease, "the run was false")
 	assert.Positive(t, m.WindowsPerMinute)
+}
+
+// Only the end of the run ends a pause early: a last pause cut short still
+// leaves the run held within the lease; one cut short before another
+// began was not delivered.
+func TestPausesDelivered(t *testing.T) {
+	pauseAt := func(s *runScan, target string, start, asked, held int64) {
+		require.NoError(t, s.event(&history.Event{Process: history.Nemesis, Time: start, F: history.NemPause, Value: &history.Value{Target: target, DurationMs: asked}}))
+		require.NoError(t, s.event(&history.Event{Process: history.Nemesis, Time: start + held*1e6, F: history.NemResume, Value: &history.Value{Target: target}}))
+	}
+	var s runScan
+	pauseAt(&s, "c1", 1e9, 900, 901)
+	pauseAt(&s, "c3", 3e9, 900, 930)
+	pauseAt(&s, "c0", 5e9, 900, 450)
+	full, cut := s.delivered()
+	assert.Equal(t, 2, full)
+	assert.Equal(t, 1, cut, "the last pause, cut by the end of the run")
+
+	var early runScan
+	pauseAt(&early, "c1", 1e9, 900, 300)
+	pauseAt(&early, "c3", 3e9, 900, 900)
+	full, cut = early.delivered()
+	assert.Equal(t, 1, full)
+	assert.Zero(t, cut, "a pause cut short before another began")
 }

@@ -356,10 +356,14 @@ func planCells(cmd *cobra.Command, run runFlags, targets []target, workloadNames
 				}
 				rf := rt
 				rf.workload = w
-				if w == workloads.Fenced && rf.fenceSource == workloads.FenceFromLock && !b.HandsOutFences(t.variant) && !cmd.Flags().Changed("fence-source") {
+				if w == workloads.Fenced && rf.fenceSource == workloads.FenceFromLock && (t.program != nil || !b.HandsOutFences(t.variant)) && !cmd.Flags().Changed("fence-source") {
 					// A lock that hands out no fence of its own is fenced by
 					// the resource's sequence, which works with every lock:
-					// with the lock's fences the cell would be refused.
+					// with the lock's fences the cell would be refused. A
+					// program says whether it has fences only in its
+					// init_ok, once the run has started it, so it is fenced
+					// by the resource too unless --fence-source says
+					// otherwise.
 					rf.fenceSource = workloads.FenceFromResource
 				}
 				cfg, err := rf.config(faults, lineOf(rf, faults))

@@ -167,3 +167,18 @@ func TestSweepFindsTheFrontier(t *testing.T) {
 	assert.FileExists(t, filepath.Join(dir, results.JUnitFile))
 	assert.Regexp(t, `(?m)^frontier redis/correct unfenced pause-holder .*: TTL 2s: every seed held`, inv.stdout)
 }
+
+// A lock client program says whether it hands out fences only in its
+// init_ok, once a run has started it: a fenced cell of one is fenced by
+// the resource unless --fence-source says otherwise.
+func TestSweepFencesAProgramByTheResource(t *testing.T) {
+	client := "/usr/bin/python3 " + filepath.Join("..", "..", "examples", "clients", "redis-py", "watchdog.py")
+	runs, _, err := planSweep(t, "--client", client, "--topology", "redis", "--workload", "fenced", "--seeds", "1")
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, workloads.FenceFromResource, runs[0].cfg.Run.FenceSource)
+	assert.Contains(t, runs[0].cfg.Run.CommandLine, "--fence-source")
+	runs, _, err = planSweep(t, "--client", client, "--topology", "redis", "--workload", "fenced", "--seeds", "1", "--fence-source", "lock")
+	require.NoError(t, err)
+	assert.Equal(t, workloads.FenceFromLock, runs[0].cfg.Run.FenceSource, "as asked")
+}
