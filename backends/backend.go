@@ -30,6 +30,13 @@ var ErrNotAcquired = errors.New("lock is held by another client")
 // ErrNotAcquired; the fail event records it as refused.
 var ErrRefused = errors.New("the lock service refused to write")
 
+// ErrNotSent means the lock client itself refused the acquire and sent
+// nothing to the service (it was not connected): the grant certainly did
+// not happen, and the service was not asked. An error that is ErrNotSent is
+// also ErrNotAcquired; the fail event records it as not sent, counted apart
+// from the service's refusals.
+var ErrNotSent = errors.New("the lock client sent nothing")
+
 // Grant is what a successful acquire hands the client.
 type Grant struct {
 	Token string

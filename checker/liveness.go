@@ -29,7 +29,7 @@ var failpointWords = map[string]struct{ where, leaves string }{
 // on it was in flight, and the stretches in which a key was orphaned (each
 // key's stalls and orphans were found as it was settled).
 func checkLiveness(f *facts, latencies []int64) Liveness {
-	res := Liveness{AcquireFailed: f.acquireFailed, AcquireRefused: f.acquireRefused, AcquireUnknown: f.acquireUnknown,
+	res := Liveness{AcquireFailed: f.acquireFailed, AcquireRefused: f.acquireRefused, AcquireNotSent: f.acquireNotSent, AcquireUnknown: f.acquireUnknown,
 		AcquireAttempts: f.acquireAttempts, Grants: len(latencies),
 		AcquireNoFault: f.quiet.n, AcquireNoFaultUnanswered: f.quiet.unanswered, AcquireErrors: errorsOf(&f.quiet, f.span.Start)}
 	if secs := float64(f.span.End-f.span.Start) / 1e9; secs > 0 {
@@ -261,7 +261,11 @@ type Liveness struct {
 	AcquireAttempts int     `json:"acquire_attempts"`
 	AcquireFailed   int     `json:"acquire_failed"`  // the lock was busy
 	AcquireRefused  int     `json:"acquire_refused"` // the service would not write at all (NOREPLICAS, READONLY)
-	AcquireUnknown  int     `json:"acquire_unknown"`
+	// AcquireNotSent counts the acquires the client refused itself,
+	// sending nothing to the service (a program's error 41: not
+	// connected); the service refused none of them.
+	AcquireNotSent int `json:"acquire_not_sent"`
+	AcquireUnknown int `json:"acquire_unknown"`
 	// AcquireNoFault counts the acquires made while no fault on a node, or
 	// on their own client, was in force, and AcquireNoFaultUnanswered those
 	// of them that ended in an error or an unknown outcome; more than half
@@ -942,6 +946,9 @@ func (l *Liveness) EvidenceLines(_ Status, t0 int64) (string, []string) {
 	if l.AcquireRefused > 0 {
 		// A mitigation at work (min-replicas-to-write) shows as refusals.
 		numbers += fmt.Sprintf(", %s refused by the service", Plural(l.AcquireRefused, "acquire"))
+	}
+	if l.AcquireNotSent > 0 {
+		numbers += fmt.Sprintf(", %s not sent by the client (not connected)", Plural(l.AcquireNotSent, "acquire"))
 	}
 	if l.Orphaned > 0 {
 		numbers += fmt.Sprintf(", orphaned %s", Plural(l.Orphaned, "time"))

@@ -85,8 +85,7 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 		return out
 	}
 	if l.Grants == 0 {
-		out = append(out, fmt.Sprintf("No client was ever granted the lock (%d acquires: %d refused as busy, %d refused by the service, %d with an unknown outcome), so nothing was tested.",
-			l.AcquireAttempts, l.AcquireFailed, l.AcquireRefused, l.AcquireUnknown))
+		out = append(out, fmt.Sprintf("No client was ever granted the lock (%s), so nothing was tested.", acquireOutcomes(l)))
 	} else if !f.anyWrite {
 		out = append(out, "No client wrote to the resource, so the lock protected nothing.")
 	} else if f.accepted == 0 {
@@ -168,4 +167,16 @@ func withRunReasons(r *Result) string {
 		s = r.Reason + " " + strings.Join(reasons, " ")
 	}
 	return strings.TrimSpace(lead + " " + s)
+}
+
+// acquireOutcomes says how a run's acquires ended, in words: refused as
+// busy, refused by the service, not sent by the client (only when some
+// were), unknown.
+func acquireOutcomes(l *Liveness) string {
+	notSent := ""
+	if l.AcquireNotSent > 0 {
+		notSent = fmt.Sprintf(", %d not sent by the client (not connected)", l.AcquireNotSent)
+	}
+	return fmt.Sprintf("%d acquires: %d refused as busy, %d refused by the service%s, %d with an unknown outcome",
+		l.AcquireAttempts, l.AcquireFailed, l.AcquireRefused, notSent, l.AcquireUnknown)
 }

@@ -46,7 +46,7 @@ const (
 	attemptPending attemptOutcome = iota // no outcome yet
 	attemptGranted
 	attemptBusy    // refused: the lock was held
-	attemptRefused // the service would not write at all (NOREPLICAS)
+	attemptRefused // the service would not write at all (NOREPLICAS), or was never asked
 	attemptUnknown // info, a kill, or no completion: it may have been granted
 )
 
@@ -143,6 +143,7 @@ type facts struct {
 	acquireAttempts int
 	acquireFailed   int
 	acquireRefused  int
+	acquireNotSent  int
 	acquireUnknown  int
 }
 
@@ -643,27 +644,33 @@ func (s *scanner) endRelease(ps *procState, how claimEnding, at int64) {
 func (s *scanner) completeAcquire(ps *procState, inv, e *history.Event) {
 	k := ps.attemptKey
 	ps.attemptKey = nil
+	notSent := e.Type == history.Fail && e.Value != nil && e.Value.NotSent
 	var a *attempt
 	attemptIdx := -1
 	if k != nil {
 		a, attemptIdx = &k.attempts[ps.attemptIdx], ps.attemptIdx
 		a.end = e.Time
 		if !s.inForce.during(e.Process, a.invoke) {
-			s.facts.quiet.add(e.Type != history.Info, e.Error, e.Time)
+			// An acquire the client sent nothing of got no answer from
+			// the service.
+			s.facts.quiet.add(e.Type != history.Info && !notSent, e.Error, e.Time)
 		}
 	}
 	switch e.Type {
 	case history.Fail:
 		// The prefix is how histories before the typed field said it.
-		refused := (e.Value != nil && e.Value.Refused) || strings.HasPrefix(e.Error, history.RefusedPrefix)
-		if refused {
+		refused := !notSent && ((e.Value != nil && e.Value.Refused) || strings.HasPrefix(e.Error, history.RefusedPrefix))
+		switch {
+		case notSent:
+			s.facts.acquireNotSent++
+		case refused:
 			s.facts.acquireRefused++
-		} else {
+		default:
 			s.facts.acquireFailed++
 		}
 		if a != nil {
 			a.outcome = attemptBusy
-			if refused {
+			if refused || notSent {
 				a.outcome = attemptRefused
 			}
 		}

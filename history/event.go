@@ -146,6 +146,10 @@ type Value struct {
 	// write at all (NOREPLICAS, READONLY) rather than finding the lock
 	// busy.
 	Refused bool `json:"refused,omitempty"`
+	// NotSent, on an acquire fail, says that the lock client refused it
+	// itself and sent nothing to the service (it was not connected): the
+	// service refused nothing.
+	NotSent bool `json:"not_sent,omitempty"`
 	// Links, on a partition event, names everyone its target was cut
 	// from; on a slow-link or flaky-link event, the other ends of the
 	// target's links that the fault shaped.

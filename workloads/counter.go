@@ -137,8 +137,11 @@ func (c *Client) cycle(key string) bool {
 	switch {
 	case errors.Is(err, backends.ErrNotAcquired):
 		var v *history.Value
-		if errors.Is(err, backends.ErrRefused) {
+		switch {
+		case errors.Is(err, backends.ErrRefused):
 			v = &history.Value{Refused: true}
+		case errors.Is(err, backends.ErrNotSent):
+			v = &history.Value{NotSent: true}
 		}
 		c.complete(history.Fail, history.FAcquire, key, v, err)
 		return false

@@ -275,15 +275,19 @@ func (e *CodeError) Error() string {
 	return fmt.Sprintf("client %s: %s: error %d (%s): %s", e.Slot, e.Op, e.Code, kind, e.Text)
 }
 
-// Is makes a lock-held refusal backends.ErrNotAcquired, and every other
-// definite refusal of an acquire backends.ErrRefused (which is also
-// ErrNotAcquired): the grant certainly did not happen.
+// Is makes a lock-held refusal backends.ErrNotAcquired, a request the
+// client sent nothing of backends.ErrNotSent, and every other definite
+// refusal of an acquire backends.ErrRefused (both also ErrNotAcquired): the
+// grant certainly did not happen.
 func (e *CodeError) Is(target error) bool {
 	if e.Op != TypeAcquire || !Definite(e.Code) {
 		return false
 	}
-	if e.Code == CodeLockHeld {
+	switch e.Code {
+	case CodeLockHeld:
 		return target == backends.ErrNotAcquired
+	case CodeNotSent:
+		return target == backends.ErrNotAcquired || target == backends.ErrNotSent
 	}
 	return target == backends.ErrNotAcquired || target == backends.ErrRefused
 }

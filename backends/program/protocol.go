@@ -37,13 +37,16 @@ const (
 	CodeCrash        = 13
 	CodeAbort        = 14
 	CodeLockHeld     = 40
+	// CodeNotSent is lockcheck's own: the client refused the request
+	// itself and sent nothing to the service (not connected).
+	CodeNotSent = 41
 )
 
 // Definite says whether an error code means the operation certainly did
 // not take effect.
 func Definite(code int) bool {
 	switch code {
-	case CodeNotSupported, CodeUnavailable, CodeMalformed, CodeAbort, CodeLockHeld:
+	case CodeNotSupported, CodeUnavailable, CodeMalformed, CodeAbort, CodeLockHeld, CodeNotSent:
 		return true
 	}
 	return false

@@ -41,6 +41,7 @@ const (
 	codeTimeout      = 0
 	codeNotSupported = 10
 	codeUnavailable  = 11
+	codeNotSent      = 41
 	codeMalformed    = 12
 	codeCrash        = 13
 	codeLockHeld     = 40
@@ -271,12 +272,13 @@ func monotonicNs() int64 {
 }
 
 // classify turns a go-redis error into the protocol's: a connection never
-// made or a write the server refused certainly did nothing; a timeout or a
-// connection lost after sending leaves the outcome unknown.
+// made (nothing was sent) or a write the server refused certainly did
+// nothing; a timeout or a connection lost after sending leaves the outcome
+// unknown.
 func classify(err error) protoError {
 	var dial *net.OpError
 	if errors.As(err, &dial) && dial.Op == "dial" {
-		return protoError{codeUnavailable, err.Error()}
+		return protoError{codeNotSent, err.Error()}
 	}
 	var reply redis.Error
 	if errors.As(err, &reply) && (strings.HasPrefix(reply.Error(), "NOREPLICAS") || strings.HasPrefix(reply.Error(), "READONLY")) {

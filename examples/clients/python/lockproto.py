@@ -17,7 +17,8 @@ PROTOCOL = 1
 # Definite error codes (the operation certainly did not take effect); every
 # other code is indefinite.
 NOT_SUPPORTED = 10
-TEMPORARILY_UNAVAILABLE = 11
+TEMPORARILY_UNAVAILABLE = 11  # the service refused to write (READONLY, NOREPLICAS)
+NOT_SENT = 41  # the client refused itself: not connected, nothing was sent
 MALFORMED_REQUEST = 12
 LOCK_HELD = 40
 # Indefinite ones.

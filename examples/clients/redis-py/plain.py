@@ -96,8 +96,9 @@ class RedisPy(lockproto.Client):
 
 def call(fn, *args, **kwargs):
     """Runs a redis-py call, turning its errors into the protocol's: a
-    connection never made or a write the server refused certainly did nothing;
-    a timeout or a connection lost after sending leaves the outcome unknown."""
+    connection never made (nothing was sent) or a write the server refused
+    certainly did nothing; a timeout or a connection lost after sending leaves
+    the outcome unknown."""
     try:
         return fn(*args, **kwargs)
     except LockNotOwnedError:
@@ -106,7 +107,7 @@ def call(fn, *args, **kwargs):
         raise Error(lockproto.TIMEOUT, str(e))
     except ConnectionError as e:
         if "connecting to" in str(e):
-            raise Error(lockproto.TEMPORARILY_UNAVAILABLE, str(e))
+            raise Error(lockproto.NOT_SENT, str(e))
         raise Error(lockproto.CRASH, str(e))
     except ReadOnlyError as e:
         raise Error(lockproto.TEMPORARILY_UNAVAILABLE, "READONLY " + str(e))
