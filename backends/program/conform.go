@@ -173,8 +173,16 @@ func (c Conformance) checkTimeout(a *Lock, fail func(msg, rule string, err error
 		return
 	}
 	g, err := a.Acquire(bg, key)
-	if err != nil {
-		fail("init", RuleRestart, err)
+	var v *Violation
+	switch {
+	case errors.As(err, &v) && (v.Rule == RuleStart || v.Rule == RuleInit):
+		// It did not start again: that is the rule it broke, whatever
+		// the start's own rule says.
+		fail("init", RuleRestart, errors.New(v.What()))
+		return
+	case err != nil:
+		// It started again and answered init; the acquire itself failed.
+		fail("acquire", RuleGrant, fmt.Errorf("after the client was killed and started again, acquire of %s: %w", key, err))
 		return
 	}
 	a.Release(bg, key, g) //nolint:errcheck // tidying up

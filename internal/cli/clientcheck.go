@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -35,6 +37,7 @@ func newClientCheckCmd() *cobra.Command {
 	var (
 		c           clientFlags
 		ttl, timout time.Duration
+		out         string
 		programs    = catalog.Programs{}
 	)
 	cmd := &cobra.Command{
@@ -48,10 +51,15 @@ after the lease ran out, an unknown outcome when it does not answer in time
 declares failpoints) and a clean exit on EOF of its stdin. Each rule broken is
 one line naming the message and the rule.
 
+The programs' stderr goes to logs/client-c0.log, ... and the servers' data and
+logs to nodes/, in --out's directory, or in a temporary one that is removed
+when the client conforms.
+
 Exit codes: 0 the client conforms, 1 it broke a rule, 2 the check could not be
 done.`,
-		Example: `  lockcheck client check --client 'python3 my_lock.py' --topology redis`,
-		Args:    cobra.NoArgs,
+		Example: `  lockcheck client check --client 'python3 my_lock.py' --topology redis
+  lockcheck client check --client 'python3 my_lock.py' --topology zookeeper --ttl 1s --out check-logs`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.command == "" {
 				return fmt.Errorf("--client: give the program to check, such as --client 'python3 my_lock.py'")
@@ -60,20 +68,22 @@ done.`,
 			if err != nil {
 				return err
 			}
-			return clientCheck(cmd, b, ttl, timout, programs)
+			return clientCheck(cmd, b, ttl, timout, out, programs)
 		},
 	}
 	fl := cmd.Flags()
 	addClientFlags(fl, &c)
 	fl.DurationVar(&ttl, "ttl", 300*time.Millisecond, "the lease the client is told to ask for; the check waits it out once")
 	fl.DurationVar(&timout, "op-timeout", time.Second, "how long an operation may take; the check stops the client once for this long")
+	fl.StringVar(&out, "out", "", "a new or empty directory for the check's logs (the programs' stderr in logs/, the servers' in nodes/), kept whatever the outcome (default: a temporary directory, removed when the client conforms)")
 	programFlags(fl, programs)
 	return cmd
 }
 
-// clientCheck runs the conformance check of the lock client program b.
-func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Duration, programs catalog.Programs) error {
-	dir, err := os.MkdirTemp("", "lockcheck-client-check-")
+// clientCheck runs the conformance check of the lock client program b,
+// with its logs in out ("": a temporary directory).
+func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Duration, out string, programs catalog.Programs) error {
+	dir, err := clientCheckDir(out)
 	if err != nil {
 		return err
 	}
@@ -106,15 +116,39 @@ func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Durati
 		},
 	}
 	fails := check.Check()
-	out := cmd.OutOrStdout()
+	w := cmd.OutOrStdout()
 	for _, f := range fails {
-		fmt.Fprintf(out, "client check: %s\n", f)
+		fmt.Fprintf(w, "client check: %s\n", f)
 	}
 	if len(fails) > 0 {
-		fmt.Fprintf(out, "client check: %s does not conform to protocol %d: %d rule(s) broken; its stderr is in %s\n", b.Name, program.Version, len(fails), filepath.Join(dir, "logs"))
+		fmt.Fprintf(w, "client check: %s does not conform to protocol %d: %d rule(s) broken; its stderr is in %s\n", b.Name, program.Version, len(fails), filepath.Join(dir, "logs"))
 		return exitError{code: exitInvalid}
 	}
-	os.RemoveAll(dir)
-	fmt.Fprintf(out, "client check: %s conforms to protocol %d\n", b.Name, program.Version)
+	kept := ""
+	if out == "" {
+		os.RemoveAll(dir)
+	} else {
+		kept = "; its stderr is in " + filepath.Join(dir, "logs")
+	}
+	fmt.Fprintf(w, "client check: %s conforms to protocol %d%s\n", b.Name, program.Version, kept)
 	return nil
+}
+
+// clientCheckDir is the directory of a check's logs and servers: out, which
+// must be new or empty (a server's data left there by an earlier check
+// would be read again), or a temporary one when out is "".
+func clientCheckDir(out string) (string, error) {
+	if out == "" {
+		return os.MkdirTemp("", "lockcheck-client-check-")
+	}
+	entries, err := os.ReadDir(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return out, os.MkdirAll(out, 0o755)
+	case err != nil:
+		return "", fmt.Errorf("--out %s: %w", out, err)
+	case len(entries) > 0:
+		return "", fmt.Errorf("--out %s: the directory is not empty; give a new or empty one (the check writes its servers' data there)", out)
+	}
+	return out, nil
 }

@@ -13,8 +13,7 @@
 // make the parent a container znode, which ZooKeeper deletes once it is empty
 // (and the numbers start again at 0): dontUseContainerParents() keeps it.
 //
-// Curator's connection state LOST (the session expired, or Curator's own
-// clock says it must have: it was disconnected for a whole session timeout)
+// Curator's connection state LOST (the ensemble said the session expired)
 // is sent as lost for every grant held, a grant whose release is in flight
 // included. SUSPENDED is not: the session, and its znodes, may live on.
 //
@@ -44,6 +43,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.imps.CuratorFrameworkState;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryUntilElapsed;
@@ -67,8 +67,8 @@ public final class CuratorLock {
         }
     }
 
-    /** A grant: its mutex (which only the main thread touches) and key. */
-    record Grant(String key, InterProcessMutex mutex) {}
+    /** A grant: its key, its client and its mutex (which only the main thread touches). */
+    record Grant(String key, CuratorFramework client, InterProcessMutex mutex) {}
 
     /** InterProcessMutex with its lock znode's path, which it keeps protected. */
     static final class Mutex extends InterProcessMutex {
@@ -81,7 +81,11 @@ public final class CuratorLock {
         }
     }
 
-    CuratorFramework zk;
+    CuratorFrameworkFactory.Builder builder;
+    /** The client; replaced by a new one after a LOST (see start). */
+    volatile CuratorFramework zk;
+    /** The last client that was LOST, and is being closed. */
+    volatile CuratorFramework lost;
     long timeoutMs;
     int connectMs;
     /** The grants held, by token (the lock znode's path). */
@@ -193,14 +197,38 @@ public final class CuratorLock {
         for (Object a : addrs) {
             connect.append(connect.length() == 0 ? "" : ",").append(a);
         }
-        zk = CuratorFrameworkFactory.builder()
+        builder = CuratorFrameworkFactory.builder()
                 .connectString(connect.toString())
                 .sessionTimeoutMs(sessionMs)
                 .connectionTimeoutMs(connectMs)
                 .retryPolicy(new RetryUntilElapsed((int) (timeoutMs / 2), 50))
-                .dontUseContainerParents()
-                .build();
-        zk.getConnectionStateListenable().addListener((client, state) -> {
+                .dontUseContainerParents();
+        zk = start();
+        if (connectWaitMs > 0) {
+            zk.blockUntilConnected(connectWaitMs, TimeUnit.MILLISECONDS);
+        }
+        Map<String, Object> fields = new LinkedHashMap<>();
+        fields.put("library", "Apache Curator InterProcessMutex");
+        fields.put("version", version());
+        fields.put("supports", Map.of("extend", false, "inspect", true, "fence", true));
+        fields.put("failpoints", List.of());
+        return fields;
+    }
+
+    /**
+     * Starts a client whose LOST (the session expired, or Curator's own
+     * clock says it must have: it was disconnected for a whole session
+     * timeout, and it injected an expiration) is sent as lost for every
+     * grant held, and closes that client (timeout_ms later, once a request
+     * in flight on it has had its answer): after an injected expiration,
+     * Curator 5.4's guaranteed delete of a znode on the closed connection
+     * recursed until StackOverflowError, 1,529 times in one 10 s run, a
+     * core spinning (CURATOR-106); a closed client retries nothing. The
+     * next request starts a new one (current).
+     */
+    CuratorFramework start() {
+        CuratorFramework c = builder.build();
+        c.getConnectionStateListenable().addListener((client, state) -> {
             if (state != ConnectionState.LOST) {
                 return;
             }
@@ -211,17 +239,30 @@ public final class CuratorLock {
                             "why", "Curator: connection state LOST (the session expired)"));
                 }
             }
+            lost = client;
+            // A request in flight on it (a release that found the session
+            // expired) gets its answer first.
+            Thread closer = new Thread(() -> {
+                try {
+                    Thread.sleep(timeoutMs);
+                } catch (InterruptedException e) {
+                    return;
+                }
+                client.close();
+            }, "close-after-lost");
+            closer.setDaemon(true);
+            closer.start();
         });
-        zk.start();
-        if (connectWaitMs > 0) {
-            zk.blockUntilConnected(connectWaitMs, TimeUnit.MILLISECONDS);
+        c.start();
+        return c;
+    }
+
+    /** The client, a new one if the last was LOST. */
+    CuratorFramework current() {
+        if (zk == lost || zk.getState() != CuratorFrameworkState.STARTED) {
+            zk = start();
         }
-        Map<String, Object> fields = new LinkedHashMap<>();
-        fields.put("library", "Apache Curator InterProcessMutex");
-        fields.put("version", version());
-        fields.put("supports", Map.of("extend", false, "inspect", true, "fence", true));
-        fields.put("failpoints", List.of());
-        return fields;
+        return zk;
     }
 
     /** Curator's version, from its jar's Maven properties. */
@@ -240,6 +281,7 @@ public final class CuratorLock {
      * connectMs: nothing has been sent to the service.
      */
     void connected() throws Failure, InterruptedException {
+        CuratorFramework zk = current();
         if (!zk.getZookeeperClient().isConnected() && !zk.blockUntilConnected(connectMs, TimeUnit.MILLISECONDS)) {
             throw new Failure(NOT_SENT, "not connected to ZooKeeper within " + connectMs + " ms; nothing was sent");
         }
@@ -247,6 +289,7 @@ public final class CuratorLock {
 
     Map<String, Object> acquire(String key) throws Exception {
         connected();
+        CuratorFramework zk = current();
         Mutex m = new Mutex(zk, ROOT + key);
         boolean granted;
         try {
@@ -258,7 +301,7 @@ public final class CuratorLock {
             throw new Failure(LOCK_HELD, "held by another client");
         }
         String token = m.lockPath();
-        grants.put(token, new Grant(key, m));
+        grants.put(token, new Grant(key, zk, m));
         Map<String, Object> fields = new LinkedHashMap<>();
         fields.put("token", token);
         fields.put("ttl_ms", (long) zk.getZookeeperClient().getLastNegotiatedSessionTimeoutMs());
@@ -271,38 +314,55 @@ public final class CuratorLock {
      * so whether it deleted one is whether one was there: the client looks
      * first. A znode gone is gone for good, so deleted false is certain; one
      * that expires between the look and the delete makes deleted true, which
-     * says only that the lease ended no later than this release. The grant
-     * stays listed until the release is done, so that a LOST noticed on
-     * the way (a paused holder's first call reconnects and finds its
-     * session expired) is still sent; lockcheck records it.
+     * says only that the lease ended no later than this release. When the
+     * look fails, the release is made all the same: a znode left behind by
+     * a session that lives on would hold the lock for nobody, for good (a
+     * first version of this client did that, and lockcheck found the lock
+     * orphaned). The grant stays listed until the release is done, so that
+     * a LOST noticed on the way (a paused holder's first call reconnects
+     * and finds its session expired) is still sent; lockcheck records it.
      */
     Map<String, Object> release(String token) throws Exception {
         Grant g = grants.get(token);
         if (g == null) {
             return Map.of("deleted", false); // lost with its session, or never ours
         }
-        connected();
+        Boolean existed = null; // unknown
         try {
-            boolean existed = zk.checkExists().forPath(token) != null;
-            if (existed) {
+            existed = g.client().checkExists().forPath(token) != null;
+        } catch (KeeperException.SessionExpiredException e) {
+            existed = false; // ZooKeeper deleted the session's znodes with it
+        } catch (KeeperException e) {
+            System.err.println("release " + token + ": looking for the znode: " + e);
+        }
+        try {
+            if (existed == null || existed) {
                 g.mutex().release();
             }
-            grants.remove(token);
-            return Map.of("deleted", existed);
-        } catch (KeeperException.NoNodeException | KeeperException.SessionExpiredException e) {
-            grants.remove(token);
-            return Map.of("deleted", false); // ZooKeeper deleted the session's znodes with it
+        } catch (KeeperException.SessionExpiredException e) {
+            existed = false;
+        } catch (IllegalStateException e) {
+            if (g.client() != lost) {
+                throw e;
+            }
+            // LOST on the way, and its client closed, which ended the
+            // session and its znodes (the lost message is sent).
+            existed = false;
         } catch (KeeperException e) {
-            // Whether the delete reached the server is unknown (Curator's
-            // guaranteed delete goes on trying in the background).
-            grants.remove(token);
+            // Whether the delete reached the server is unknown; Curator's
+            // guaranteed delete goes on trying in the background.
             throw new Failure(CRASH, e.toString());
+        } finally {
+            grants.remove(token);
         }
+        // Unknown before, and deleted now (or found gone): the lease ended
+        // no later than this release.
+        return Map.of("deleted", existed == null || existed);
     }
 
     Map<String, Object> inspect(String key) throws Exception {
         connected();
-        List<String> nodes = new ArrayList<>(new Mutex(zk, ROOT + key).getParticipantNodes());
+        List<String> nodes = new ArrayList<>(new Mutex(current(), ROOT + key).getParticipantNodes());
         if (nodes.isEmpty()) {
             return Map.of("state", "free");
         }
