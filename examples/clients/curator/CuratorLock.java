@@ -27,6 +27,11 @@
 // that build.sh writes passes both).
 
 import java.io.BufferedReader;
+import java.io.ByteArrayInputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.io.FileOutputStream;
 import java.io.FileDescriptor;
 import java.io.InputStream;
@@ -48,6 +53,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.RetryUntilElapsed;
 import org.apache.zookeeper.KeeperException;
+import org.apache.zookeeper.server.ServerCnxnFactory;
+import org.apache.zookeeper.server.ZooKeeperServer;
 
 public final class CuratorLock {
     static final String ROOT = "/lockcheck-curator/";
@@ -96,6 +103,7 @@ public final class CuratorLock {
         System.setOut(System.err);
         if (args.length == 1 && args[0].equals("--train")) {
             train();
+            System.exit(0); // the archive is written at exit; halt would skip it
             return;
         }
         new CuratorLock().serve(System.in);
@@ -107,19 +115,52 @@ public final class CuratorLock {
 
     /**
      * Loads the classes a run needs, for build.sh's class-data archive
-     * (-XX:ArchiveClassesAtExit): a client that connects nowhere, a mutex,
-     * the JSON of a message.
+     * (-XX:ArchiveClassesAtExit): two clients of a ZooKeeper server started
+     * in this JVM on loopback take turns on a lock through the protocol's
+     * messages, and one asks a server that is not there. What they send
+     * goes nowhere.
      */
     static void train() throws Exception {
-        CuratorLock c = new CuratorLock();
-        c.init(Json.object(Json.parse("{\"type\":\"init\",\"msg_id\":1,\"addrs\":[\"127.0.0.1:1\"],\"ttl_ms\":1000,\"timeout_ms\":200}")), 0);
-        Json.write(Map.of("type", "init_ok", "in_reply_to", 1L, "supports", Map.of("fence", true), "failpoints", List.of()));
+        out = new PrintStream(OutputStream.nullOutputStream());
+        Path dir = Files.createTempDirectory("curator-lock-train");
+        ZooKeeperServer server = new ZooKeeperServer(dir.toFile(), dir.toFile(), 100);
+        ServerCnxnFactory net = ServerCnxnFactory.createFactory(new InetSocketAddress("127.0.0.1", 0), 16);
+        net.startup(server);
+        String init = "{\"type\":\"init\",\"msg_id\":1,\"addrs\":[\"127.0.0.1:" + net.getLocalPort() + "\"],\"ttl_ms\":1000,\"timeout_ms\":1000}\n";
         try {
-            c.acquire("train");
-        } catch (Failure e) {
-            // not connected: what train expects
+            CuratorLock a = new CuratorLock(), b = new CuratorLock();
+            b.serve(new ByteArrayInputStream(init.getBytes(StandardCharsets.UTF_8)));
+            a.serve(new ByteArrayInputStream((init
+                    + "{\"type\":\"acquire\",\"msg_id\":2,\"key\":\"train\"}\n"
+                    + "{\"type\":\"inspect\",\"msg_id\":3,\"key\":\"train\"}\n"
+                    + "{\"type\":\"extend\",\"msg_id\":4,\"key\":\"train\"}\n").getBytes(StandardCharsets.UTF_8)));
+            try {
+                b.acquire("train");
+            } catch (Failure refused) {
+                // held by a: error 40
+            }
+            for (String token : List.copyOf(a.grants.keySet())) {
+                a.release(token);
+                a.release(token);
+            }
+            b.release(b.acquire("train").get("token").toString());
+            a.zk.close();
+            b.zk.close();
+            CuratorLock nowhere = new CuratorLock();
+            nowhere.init(Json.object(Json.parse("{\"addrs\":[\"127.0.0.1:1\"],\"ttl_ms\":1000,\"timeout_ms\":200}")), 0);
+            try {
+                nowhere.acquire("train");
+            } catch (Failure notSent) {
+                // not connected: error 41
+            }
+            nowhere.zk.close();
+        } finally {
+            net.shutdown();
+            server.shutdown();
+            try (var files = Files.walk(dir)) {
+                files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+            }
         }
-        c.zk.close();
     }
 
     void serve(InputStream in) throws Exception {

@@ -47,12 +47,12 @@ rm -rf "$out/classes" "$out/manifest.txt"
 flags="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xms16m -Xmx128m -XX:-UsePerfData -XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=warning:stderr -Dorg.slf4j.simpleLogger.defaultLogLevel=warn"
 rm -f "$out/curator-lock.jsa"
 # shellcheck disable=SC2086 # flags are words
-java $flags -XX:ArchiveClassesAtExit="$out/curator-lock.jsa" -jar "$out/curator-lock.jar" --train 2>"$out/train.log" ||
+java $flags -XX:ArchiveClassesAtExit="$out/curator-lock.jsa" -cp "$out/curator-lock.jar:$cp" CuratorLock --train 2>"$out/train.log" ||
   { echo "build.sh: the training run failed:" >&2; cat "$out/train.log" >&2; exit 1; }
 cat >"$out/curator-lock" <<EOF
 #!/bin/sh
 # Written by $here/build.sh: the Curator lock client, for --client.
-exec java $flags -XX:SharedArchiveFile='$out/curator-lock.jsa' -jar '$out/curator-lock.jar' "\$@"
+exec java $flags -XX:SharedArchiveFile='$out/curator-lock.jsa' -cp '$out/curator-lock.jar:$cp' CuratorLock "\$@"
 EOF
 chmod +x "$out/curator-lock"
 echo "$out/curator-lock"
