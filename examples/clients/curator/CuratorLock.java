@@ -43,6 +43,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
@@ -225,13 +226,13 @@ public final class CuratorLock {
         // An operation waits for a connection at most connectMs, and
         // Curator retries one that lost its connection (its protected
         // create finds the znode a lost reply left, so a retried acquire
-        // never mistakes its own znode for another client's) until half of
+        // never mistakes its own znode for another client's) until a third of
         // timeout_ms is gone, sleeping 50 ms between tries: the reply comes
         // before lockcheck gives up on it. A policy that never sleeps
         // (RetryNTimes(0, 0)) makes Curator's background clean-up (its
         // guaranteed delete, its search for a protected znode left behind)
         // retry without pause, and spin.
-        connectMs = (int) Math.max(50, timeoutMs / 4);
+        connectMs = (int) Math.max(50, timeoutMs / 5);
         @SuppressWarnings("unchecked")
         List<Object> addrs = (List<Object>) req.get("addrs");
         StringBuilder connect = new StringBuilder();
@@ -242,7 +243,7 @@ public final class CuratorLock {
                 .connectString(connect.toString())
                 .sessionTimeoutMs(sessionMs)
                 .connectionTimeoutMs(connectMs)
-                .retryPolicy(new RetryUntilElapsed((int) (timeoutMs / 2), 50))
+                .retryPolicy(new RetryUntilElapsed((int) (timeoutMs / 3), 50))
                 .dontUseContainerParents();
         zk = start();
         if (connectWaitMs > 0) {
@@ -368,13 +369,12 @@ public final class CuratorLock {
         if (g == null) {
             return Map.of("deleted", false); // lost with its session, or never ours
         }
-        Boolean existed = null; // unknown
-        try {
-            existed = g.client().checkExists().forPath(token) != null;
-        } catch (KeeperException.SessionExpiredException e) {
-            existed = false; // ZooKeeper deleted the session's znodes with it
-        } catch (KeeperException e) {
-            System.err.println("release " + token + ": looking for the znode: " + e);
+        Boolean existed = look(g, token);
+        if (!grants.containsKey(token)) {
+            // LOST while it looked: the session expired, and its znodes
+            // with it (a holder stopped past its session, woken up, learns
+            // it here). The lost message is sent.
+            return Map.of("deleted", false);
         }
         try {
             if (existed == null || existed) {
@@ -399,6 +399,31 @@ public final class CuratorLock {
         // Unknown before, and deleted now (or found gone): the lease ended
         // no later than this release.
         return Map.of("deleted", existed == null || existed);
+    }
+
+    /**
+     * Whether the grant's znode is there (null: unknown). The look runs on
+     * a thread of its own, and gives way to a LOST that comes meanwhile: a
+     * client stopped past its session, woken up, reconnects, learns that
+     * its session expired and retries the look on a new one, which can
+     * take longer than lockcheck waits; the LOST comes first.
+     */
+    Boolean look(Grant g, String token) throws InterruptedException {
+        CompletableFuture<Boolean> look = CompletableFuture.supplyAsync(() -> {
+            try {
+                return g.client().checkExists().forPath(token) != null;
+            } catch (KeeperException.SessionExpiredException e) {
+                return false; // ZooKeeper deleted the session's znodes with it
+            } catch (Exception e) {
+                System.err.println("release " + token + ": looking for the znode: " + e);
+                return null;
+            }
+        });
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs * 3 / 4);
+        while (!look.isDone() && grants.containsKey(token) && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
+        return look.getNow(null);
     }
 
     Map<String, Object> inspect(String key) throws Exception {
