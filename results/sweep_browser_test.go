@@ -48,6 +48,8 @@ func TestSweepInBrowser(t *testing.T) {
 		eval[[]string](t, b, `Array.from(document.querySelectorAll('#heatmap-1 td.cell a.cell-link')).map(e => e.textContent)`))
 	colours := eval[[]string](t, b, `Array.from(document.querySelectorAll('#heatmap-1 td.cell')).map(e => getComputedStyle(e).backgroundColor)`)
 	require.Len(t, colours, 4)
+	assert.Equal(t, "rgb(207, 50, 50)", colours[0], "every seed false: deep red")
+	assert.Equal(t, "rgb(218, 251, 225)", colours[2], "none false: green")
 	assert.Equal(t, colours[0], colours[1], "the same share false, the same colour")
 	assert.NotEqual(t, colours[1], colours[2], "false and held differ")
 	assert.Equal(t, 3, eval[int](t, b, `document.querySelectorAll('#heatmap-1 td.cell')[0].querySelectorAll('a.seed').length`), "a link per seed")

@@ -42,9 +42,12 @@ type heatRow struct {
 }
 
 type heatCell struct {
-	Style, Class, Word, Title, Text string
-	Href                            string // the first run's report
-	Seeds                           []seedLink
+	// Style is the cell's colour, computed here from numbers only
+	// (html/template refuses a style with a ';' from a string).
+	Style                    template.CSS
+	Class, Word, Title, Text string
+	Href                     string // the first run's report
+	Seeds                    []seedLink
 }
 
 type seedLink struct{ Label, Href, Class string }
@@ -233,7 +236,7 @@ func newHeatCell(c *SweepCell, byAt map[int]*SweepRun) *heatCell {
 		f := c.ShareFalse
 		r, g, b := 255-int(math.Round(48*f)), 200-int(math.Round(150*f)), 200-int(math.Round(150*f))
 		hc.Word = "false"
-		hc.Style = fmt.Sprintf("background: #%02x%02x%02x", r, g, b)
+		hc.Style = template.CSS(fmt.Sprintf("background: #%02x%02x%02x", r, g, b))
 		if f > 0.5 {
 			hc.Style += "; color: #fff"
 		}
