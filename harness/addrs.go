@@ -30,6 +30,9 @@ func lockKeys(cfg Config) []string {
 	return keys
 }
 
+// cleanTimeout is the least time clean gives a backend's cleaner.
+const cleanTimeout = 5 * time.Second
+
 // clean deletes what the run left on a service it did not start, where the
 // backend's client can (a backends.Cleaner); otherwise it says what may be
 // left.
@@ -46,10 +49,12 @@ func (r *run) clean() {
 		r.log.Warn("the backend cannot delete its keys: they expire with their TTL", "keys", strings.Join(keys, ","))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.OpTimeout)
+	// A cleaner may read the service again until what it ended is gone
+	// (PostgreSQL's terminated sessions): more than one operation's time.
+	ctx, cancel := context.WithTimeout(context.Background(), max(r.cfg.OpTimeout, cleanTimeout))
 	defer cancel()
 	if err := c.Clean(ctx, keys); err != nil {
-		r.log.Warn("cleaning the run's keys", "err", err)
+		r.log.Warn("the run's keys may still be held on the service", "err", err)
 	}
 }
 

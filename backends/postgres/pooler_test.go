@@ -22,6 +22,23 @@ func openVia(t *testing.T, addr string, mode pgx.QueryExecMode) *postgres.Lock {
 	return l
 }
 
+// leftOnServer takes key through pooler with a client that then goes, its
+// lock left on the server connection, and returns a client of primary
+// that saw it there.
+func leftOnServer(t *testing.T, pooler, primary, key string) *postgres.Lock {
+	t.Helper()
+	ctx := context.Background()
+	a := openVia(t, pooler, pgx.QueryExecModeSimpleProtocol)
+	ga, err := a.Acquire(ctx, key)
+	require.NoError(t, err)
+	require.NoError(t, a.Close(), "the client goes; its lock stays on the server connection")
+	direct := openVia(t, primary, 0)
+	_, holder, err := direct.InspectHolder(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, ga.Session, holder)
+	return direct
+}
+
 // An advisory lock taken through a real PgBouncer: what an application
 // with pgx gets in each pool mode. The pools have one server connection,
 // so that which session a statement lands on is certain.
@@ -92,17 +109,23 @@ func TestAdvisoryLocksThroughPgBouncer(t *testing.T) {
 		assert.True(t, released)
 	})
 
+	t.Run("transaction pooling: Clean frees a lock left on the very server connection it is handed", func(t *testing.T) {
+		t.Parallel()
+		pooler := pgtest.StartPooler(t, primary, postgres.Pool{Mode: postgres.PoolTransaction, Size: 1})
+		direct := leftOnServer(t, pooler, primary, "t6")
+		cleaner := openVia(t, pooler, pgx.QueryExecModeSimpleProtocol)
+		require.NoError(t, cleaner.Clean(ctx, []string{"t6"}), "the pool's one connection is the holder: ending every session but its own ends nothing")
+		_, holder, err := direct.InspectHolder(ctx, "t6")
+		require.NoError(t, err)
+		assert.Empty(t, holder, "no advisory lock of the key is left in pg_locks")
+	})
+
 	t.Run("transaction pooling: a lock left on an idle server connection is freed by server_idle_timeout", func(t *testing.T) {
 		t.Parallel()
 		pooler := pgtest.StartPooler(t, primary, postgres.Pool{Mode: postgres.PoolTransaction, Size: 1, IdleTimeout: 300 * time.Millisecond})
-		a := openVia(t, pooler, pgx.QueryExecModeSimpleProtocol)
-		ga, err := a.Acquire(ctx, "t5")
-		require.NoError(t, err)
-		require.NoError(t, a.Close(), "the client goes; its lock stays on the server connection")
-		direct := openVia(t, primary, 0)
-		_, holder, err := direct.InspectHolder(ctx, "t5")
-		require.NoError(t, err)
-		assert.Equal(t, ga.Session, holder)
+		direct := leftOnServer(t, pooler, primary, "t5")
+		var holder string
+		var err error
 		require.Eventually(t, func() bool {
 			_, holder, err = direct.InspectHolder(ctx, "t5")
 			return err == nil && holder == ""
