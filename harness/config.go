@@ -101,6 +101,9 @@ type Config struct {
 	// createLog creates the history and the resource log; nil creates the
 	// file. Tests give a writer that fails as a full disk does.
 	createLog func(path string) (io.WriteCloser, error)
+	// planned says NewPlan made this configuration: defaulted, resolved
+	// and checked.
+	planned bool
 }
 
 // Progress is a live view of a run.
@@ -242,17 +245,15 @@ func checkPrograms(programs catalog.Programs, b catalog.Backend, params map[stri
 	return nil
 }
 
-// prepare checks cfg (Preflight) and fills in what it leaves to Run: the
-// lease the backend grants, the worker executable, the logger and how the
-// logs are created.
+// prepare plans cfg if NewPlan did not (the plan is defaulted and checked
+// once) and fills in what a plan leaves to Run: the worker executable,
+// the logger and how the logs are created.
 func prepare(cfg Config) (Config, catalog.Backend, error) {
-	backend, err := Preflight(cfg)
+	cfg, err := planned(cfg)
 	if err != nil {
-		return cfg, backend, err
+		return cfg, cfg.Target, err
 	}
-	if cfg.Lease == 0 {
-		cfg.Lease = backend.GrantedLease(cfg.TTL, cfg.Run.Params)
-	}
+	backend := cfg.Target
 	if cfg.Executable == "" {
 		if cfg.Executable, err = os.Executable(); err != nil {
 			return cfg, backend, err

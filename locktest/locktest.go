@@ -55,7 +55,6 @@ import (
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
-	"github.com/lockcheck/lockcheck/workloads"
 )
 
 // Options says what a test runs. The zero value runs 3 clients for 5 s
@@ -83,14 +82,16 @@ type Options struct {
 	// lock's Config.Variant.
 	Scenario string
 	// Clients (3), TTL (500ms), TimeLimit (5s) and Seed (1) are as the
-	// flags of lockcheck run.
+	// flags of lockcheck run; a zero one is the run's default
+	// (harness.Defaults), Seed's 1.
 	Clients   int
 	TTL       time.Duration
 	TimeLimit time.Duration
 	Seed      int64
 	// Workload ("unfenced"), FenceSource ("lock"), Resource ("memory"),
 	// Keys (1), Think ("20ms"), Retry (10ms), OpTimeout (1s), Pause (twice
-	// the TTL), NemesisInterval (the pause and a second) and
+	// the lease the lock grants: the TTL, unless its backend declares a
+	// Lease), NemesisInterval (the pause and a second) and
 	// LinearizabilityTimeout (10s) are the flags of lockcheck run of the
 	// same names (--workload, --fence-source, ...), with their defaults.
 	Workload               string
@@ -199,9 +200,7 @@ func Run(t testing.TB, open Open, opts Options) Result {
 		t.Fatalf("locktest: %v", err)
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if opts.InProcess {
-		cfg.InProcess = true
-	} else {
+	if !opts.InProcess {
 		cfg.WorkerEnv = []string{testEnv + "=" + t.Name()}
 	}
 	out, err := harness.Run(context.Background(), cfg)
@@ -264,32 +263,30 @@ func (opts Options) config(name, out string, open Open) (harness.Config, *scenar
 		if err != nil {
 			return harness.Config{}, nil, err
 		}
-		cfg := f.Config(out, nil, nil)
-		return opts.withAddrs(cfg, name), f, nil
+		req := f.Config(out, nil, nil)
+		req.InProcess = opts.InProcess
+		plan, err := harness.NewPlan(opts.withAddrs(req, name))
+		return plan, f, err
 	}
 	if _, err := nemesis.Parse(strings.Join(opts.Nemesis, ",")); err != nil {
 		return harness.Config{}, nil, err
 	}
 	variant := cmp.Or(opts.Variant, defaultVariant)
 	register(name, variant, open, opts)
-	ttl, limit := cmp.Or(opts.TTL, 500*time.Millisecond), cmp.Or(opts.TimeLimit, 5*time.Second)
-	pause := cmp.Or(opts.Pause, 2*ttl) // a paused holder outlives its lease
-	interval := cmp.Or(opts.NemesisInterval, pause+time.Second)
-	think := cmp.Or(opts.Think, "20ms")
+	// The request; harness.NewPlan gives what opts leave zero the run's
+	// defaults (harness.Defaults), and the pause that outlasts the lease.
 	cfg := harness.Config{
 		Run: history.RunConfig{
-			Backend: name, Variant: variant, Workload: cmp.Or(opts.Workload, workloads.Unfenced),
-			FenceSource: cmp.Or(opts.FenceSource, workloads.FenceFromLock), Resource: opts.Resource,
-			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: cmp.Or(opts.Clients, 3), Keys: cmp.Or(opts.Keys, 1), Think: think,
-			CommandLine: []string{"go", "test", "-run", runPattern(name)}, Params: maps.Clone(opts.Params),
+			Backend: name, Variant: variant, Workload: opts.Workload, FenceSource: opts.FenceSource, Resource: opts.Resource,
+			Nemesis: opts.Nemesis, Seed: cmp.Or(opts.Seed, 1), Clients: opts.Clients, Keys: opts.Keys,
+			CommandLine: []string{"go", "test", "-run", runPattern(name)}, Params: map[string]string{},
 		},
-		Out: out, TTL: ttl, Limit: limit, Pause: pause, Interval: interval,
-		Think: think, Retry: cmp.Or(opts.Retry, 10*time.Millisecond), OpTimeout: cmp.Or(opts.OpTimeout, time.Second),
+		Out: out, TTL: opts.TTL, Limit: opts.TimeLimit, Pause: opts.Pause, Interval: opts.NemesisInterval,
+		Think: opts.Think, Retry: opts.Retry, OpTimeout: opts.OpTimeout, InProcess: opts.InProcess,
 	}
-	if cfg.Run.Params == nil {
-		cfg.Run.Params = map[string]string{}
-	}
-	return opts.withAddrs(cfg, name), nil, nil
+	maps.Copy(cfg.Run.Params, opts.Params)
+	plan, err := harness.NewPlan(opts.withAddrs(cfg, name))
+	return plan, nil, err
 }
 
 // defaultVariant is the variant of a lock registered with none, as

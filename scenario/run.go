@@ -10,7 +10,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -65,7 +64,14 @@ func backendInProgram(data []byte) bool {
 	return err == nil
 }
 
-// Config is the harness configuration that runs the scenario. runParams
+// Plan is the plan of the run of the scenario (harness.NewPlan of its
+// request, Config).
+func (f *File) Plan(out string, programs catalog.Programs, runParams map[string]string) (harness.Config, error) {
+	return harness.NewPlan(f.Config(out, programs, runParams))
+}
+
+// Config is the request of the run of the scenario: what the file says,
+// mapped into a harness configuration for harness.NewPlan. runParams
 // are settings of the run rather than of the incident (the runtime and its
 // images); they go into the run's params beside the scenario's own.
 func (f *File) Config(out string, programs catalog.Programs, runParams map[string]string) harness.Config {
@@ -89,24 +95,21 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 	if len(f.Timeline) > 0 {
 		nemesis = []string{"script"}
 	}
-	// Parse found the backend; the pause outlasts the lease it grants.
-	b := f.target
-	if b.Name == "" {
-		// A scenario built in code rather than parsed names a backend
-		// of the catalog.
-		b, _, _ = catalog.Lookup(f.Backend, f.Variant)
-	}
-	lease := b.GrantedLease(ttl, params)
+	// The request: harness.NewPlan gives it the pause that outlasts the
+	// lease the backend grants, and the defaults of what a scenario does
+	// not say (the retry pause, the operation timeout).
 	cfg := harness.Config{
 		Run: history.RunConfig{
 			Backend: f.Backend, Variant: f.Variant, Workload: f.Workload, FenceSource: f.FenceSource,
-			Resource: f.Resource, Nemesis: nemesis, Seed: 1, Clients: f.Clients, Keys: 1, Think: f.Think,
+			Resource: f.Resource, Nemesis: nemesis, Seed: 1, Clients: f.Clients, Think: f.Think,
 			CommandLine: f.CommandLine(),
 			Params:      params,
 			Scenario:    &history.ScenarioInfo{Name: f.Name, Title: f.Title, Source: f.Source, Explain: f.Explain},
 		},
-		Target: b, Out: out, Programs: programs, TTL: ttl, Lease: lease, Limit: f.TimeLimit.D(), Pause: 2 * lease,
-		Interval: f.TimeLimit.D(), Think: f.Think, Retry: 10 * time.Millisecond, OpTimeout: time.Second,
+		Target: f.target, Out: out, Programs: programs, TTL: ttl, Limit: f.TimeLimit.D(),
+		// A step waits for its moment up to the whole run (a script has
+		// no interval between faults).
+		Interval: f.TimeLimit.D(), Think: f.Think,
 		Script: f.Actions(), Logger: slog.Default(),
 	}
 	if addrs := params[harness.ParamAddr]; addrs != "" {
@@ -131,7 +134,11 @@ type Outcome struct {
 // Run runs the scenario, checks it and compares the result with the
 // expectations.
 func Run(ctx context.Context, f *File, out string, programs catalog.Programs, runParams map[string]string) (Outcome, error) {
-	run, err := harness.Run(ctx, f.Config(out, programs, runParams))
+	plan, err := f.Plan(out, programs, runParams)
+	if err != nil {
+		return Outcome{}, err
+	}
+	run, err := harness.Run(ctx, plan)
 	if err != nil {
 		return Outcome{Dir: run.Dir}, err
 	}

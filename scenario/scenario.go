@@ -6,6 +6,7 @@ package scenario
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -411,25 +412,16 @@ func fieldAt(lines map[string]int, line string) string {
 	return lastPart(best)
 }
 
+// defaults fills in what the file leaves out with the run's defaults
+// (harness.Defaults), so that validate sees the values the run will use.
 func (f *File) defaults() {
-	if f.Workload == "" {
-		f.Workload = workloads.Unfenced
-	}
-	if f.FenceSource == "" {
-		f.FenceSource = "lock"
-	}
-	if f.TTL == 0 {
-		f.TTL = Duration(500 * time.Millisecond)
-	}
-	if f.Clients == 0 {
-		f.Clients = 3
-	}
-	if f.Think == "" {
-		f.Think = "20ms"
-	}
-	if f.TimeLimit == 0 {
-		f.TimeLimit = Duration(5 * time.Second)
-	}
+	d := harness.Defaults
+	f.Workload = cmp.Or(f.Workload, d.Run.Workload)
+	f.FenceSource = cmp.Or(f.FenceSource, d.Run.FenceSource)
+	f.TTL = cmp.Or(f.TTL, Duration(d.TTL))
+	f.Clients = cmp.Or(f.Clients, d.Run.Clients)
+	f.Think = cmp.Or(f.Think, d.Think)
+	f.TimeLimit = cmp.Or(f.TimeLimit, Duration(d.Limit))
 }
 
 // errAt names the line of a field.

@@ -80,6 +80,19 @@ done.`,
 	return cmd
 }
 
+// clientCheckRequest is the run client check asks for: the lock client
+// program b's servers, for one client; what it leaves zero is the run's
+// default (harness.NewPlan).
+func clientCheckRequest(b catalog.Backend, ttl, timeout time.Duration, programs catalog.Programs) harness.Config {
+	return harness.Config{
+		Run: history.RunConfig{
+			Backend: b.Name, Variant: catalog.ClientVariant, FenceSource: workloads.FenceNone, Clients: 1,
+		},
+		Target: b, Programs: programs, TTL: ttl, Limit: time.Second, OpTimeout: timeout, Retry: time.Millisecond, Think: "0s",
+		Logger: slog.Default(),
+	}
+}
+
 // clientCheck runs the conformance check of the lock client program b,
 // with its logs in out ("": a temporary directory).
 func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Duration, out string, programs catalog.Programs) error {
@@ -87,13 +100,9 @@ func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Durati
 	if err != nil {
 		return err
 	}
-	cfg := harness.Config{
-		Run: history.RunConfig{
-			Backend: b.Name, Variant: catalog.ClientVariant, Workload: workloads.Unfenced, FenceSource: workloads.FenceNone,
-			Clients: 1, Keys: 1, Params: map[string]string{},
-		},
-		Target: b, Programs: programs, TTL: ttl, Limit: time.Second, OpTimeout: timeout, Retry: time.Millisecond, Think: "0s",
-		Logger: slog.Default(),
+	cfg, err := harness.NewPlan(clientCheckRequest(b, ttl, timeout, programs))
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -276,7 +276,7 @@ func (f *compareFlags) seedAndShard() (shard, error) {
 		return sh, fmt.Errorf("--shard %s needs --seed: every shard must run the matrix with the same seed", f.shard)
 	}
 	if f.run.seed == 0 {
-		f.run.seed = time.Now().UnixNano()%1_000_000 + 1
+		f.run.seed = harness.PickSeed()
 	}
 	return sh, nil
 }
@@ -366,17 +366,17 @@ func planCells(cmd *cobra.Command, run runFlags, targets []target, workloadNames
 					// otherwise.
 					rf.fenceSource = workloads.FenceFromResource
 				}
-				cfg, err := rf.config(faults, lineOf(rf, faults))
+				req, err := rf.request(faults, lineOf(rf, faults))
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", key, err)
 				}
-				c.cfg = cfg
+				c.cfg = req
 				var unavailable *nemesis.UnavailableError
-				if err := harness.CheckFaults(cfg, b); errors.As(err, &unavailable) {
+				if err := harness.CheckFaults(req, b); errors.As(err, &unavailable) {
 					// A fault this backend cannot take is a cell to skip,
 					// not a mistake of the user's.
 					c.Status, c.Why = results.CellSkipped, unavailable.Error()
-				} else if _, err := harness.Preflight(cfg); err != nil {
+				} else if c.cfg, err = harness.NewPlan(req); err != nil {
 					// A missing server program is the user's to fix before
 					// anything starts, like run's.
 					return nil, fmt.Errorf("%s: %w", key, err)

@@ -25,7 +25,6 @@ import (
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/workloads"
-	"github.com/lockcheck/lockcheck/workloads/resource"
 )
 
 type runFlags struct {
@@ -109,7 +108,7 @@ could not be done.`,
 func addTestFlags(fl *pflag.FlagSet, f *runFlags) {
 	fl.StringVar(&f.backend, "backend", catalog.DefaultBackend, "lock backend: "+strings.Join(catalog.Names(), ", "))
 	fl.StringVar(&f.variant, "variant", "", "backend variant; for redis: correct (SET NX PX, Lua release), setnx-expire (SETNX then EXPIRE), del-release (release by plain DEL); empty picks the backend's correct one")
-	fl.StringVar(&f.workload, "workload", "unfenced", "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
+	fl.StringVar(&f.workload, "workload", harness.Defaults.Run.Workload, "fenced (the resource refuses a write with a stale fence) or unfenced (every write lands)")
 	fl.StringVar(&f.nemesis, "nemesis", "pause-holder", "faults to inject, comma-separated, or none")
 	addClientFlags(fl, &f.client)
 }
@@ -136,19 +135,19 @@ func (f runFlags) resolve() (catalog.Backend, string, error) {
 // a run tests (backend, variant, workload, faults). limit is the default
 // --time-limit.
 func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
-	fl.StringVar(&f.fenceSource, "fence-source", "lock", "where fences come from: lock (the backend's own: INCR for the Redis backends, unsafe for Redlock, whose nodes forget; --workload fenced is refused for a lock that hands out none), resource (after each grant the client draws the next number of the resource's own strictly increasing sequence: safe with every backend) or none")
-	fl.StringVar(&f.resource, "resource", resource.Memory, "the protected resource: memory (lockcheck's own in-memory store, exact ground truth) or postgres (a row of a real PostgreSQL database started as node pg-0: the fenced write is UPDATE ... WHERE fence_token < $fence AND read_fence <= $fence, and an audit table written in the same transaction is the ground truth)")
-	fl.DurationVar(&f.ttl, "ttl", 500*time.Millisecond, "lease length of the lock (at least 1ms)")
+	fl.StringVar(&f.fenceSource, "fence-source", harness.Defaults.Run.FenceSource, "where fences come from: lock (the backend's own: INCR for the Redis backends, unsafe for Redlock, whose nodes forget; --workload fenced is refused for a lock that hands out none), resource (after each grant the client draws the next number of the resource's own strictly increasing sequence: safe with every backend) or none")
+	fl.StringVar(&f.resource, "resource", harness.Defaults.Run.Resource, "the protected resource: memory (lockcheck's own in-memory store, exact ground truth) or postgres (a row of a real PostgreSQL database started as node pg-0: the fenced write is UPDATE ... WHERE fence_token < $fence AND read_fence <= $fence, and an audit table written in the same transaction is the ground truth)")
+	fl.DurationVar(&f.ttl, "ttl", harness.Defaults.TTL, "lease length of the lock (at least 1ms)")
 	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs (at least the --ttl)")
 	fl.Var(&pauseFlag{f: f}, "pause", "how long a pause fault lasts (0: twice the lease the backend grants for --ttl, so a paused holder outlives its lease); a range such as 100ms-900ms or @FILE (measured pauses in ms, one per line, such as a GC log's) draws each fault's pause from that distribution")
 	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the greatest pause plus one second)")
-	fl.StringVar(&f.think, "think", "20ms", "time a client works inside the lock, drawn for each critical section: a duration, a range such as 10ms-50ms, or @FILE (measured work times in ms, one per line)")
-	fl.DurationVar(&f.retry, "retry", 10*time.Millisecond, "pause of a client after the lock was refused to it")
-	fl.DurationVar(&f.opTimeout, "op-timeout", time.Second, "time limit of each operation; one that runs out has an unknown outcome")
+	fl.StringVar(&f.think, "think", harness.Defaults.Think, "time a client works inside the lock, drawn for each critical section: a duration, a range such as 10ms-50ms, or @FILE (measured work times in ms, one per line)")
+	fl.DurationVar(&f.retry, "retry", harness.Defaults.Retry, "pause of a client after the lock was refused to it")
+	fl.DurationVar(&f.opTimeout, "op-timeout", harness.Defaults.OpTimeout, "time limit of each operation; one that runs out has an unknown outcome")
 	fl.DurationVar(&f.linTimeout, "linearizability-timeout", 10*time.Second, "time limit of the linearizability check; when it runs out the result is unknown, never a pass")
 	fl.BoolVar(&f.stopOnAnomaly, "stop-on-anomaly", false, "end the run (healing every fault, as at the time limit) within a second of the first anomaly the online check finds; the verdict is still the check of the whole recorded history")
 	fl.IntVar(&f.clients, "clients", 5, "number of client processes (at most what the machine can run: its memory over 64 MiB a client, and half of ulimit -u)")
-	fl.IntVar(&f.keys, "keys", 1, "number of lock keys the clients contend for")
+	fl.IntVar(&f.keys, "keys", harness.Defaults.Run.Keys, "number of lock keys the clients contend for")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the fault schedule and the clients' choices (0: pick one and print it)")
 	fl.StringVar(&f.out, "out", "store", "directory that holds run directories")
 	f.programs = catalog.Programs{}
@@ -230,12 +229,9 @@ func (p *plannedRun) plan(cmd *cobra.Command) error {
 		return err
 	}
 	if p.f.seed == 0 {
-		p.f.seed = time.Now().UnixNano()%1_000_000 + 1
+		p.f.seed = harness.PickSeed()
 	}
-	if p.cfg, err = p.f.config(faults, reproduce(cmd, p.f.seed)); err != nil {
-		return err
-	}
-	_, err = harness.Preflight(p.cfg)
+	p.cfg, err = p.f.config(faults, reproduce(cmd, p.f.seed))
 	return err
 }
 
@@ -265,9 +261,20 @@ func runTest(cmd *cobra.Command, p *plannedRun) error {
 	return verdictExit(v)
 }
 
-// config builds the configuration of a run of f.backend/f.variant with
-// f.workload under faults, checking what can be checked from the flags.
+// config is the plan of a run of f.backend/f.variant with f.workload
+// under faults: the flags mapped into a request (request), which
+// harness.NewPlan defaults and checks.
 func (f runFlags) config(faults []string, commandLine []string) (harness.Config, error) {
+	req, err := f.request(faults, commandLine)
+	if err != nil {
+		return req, err
+	}
+	return harness.NewPlan(req)
+}
+
+// request maps the flags into the request of a run of f.backend/f.variant
+// with f.workload under faults.
+func (f runFlags) request(faults []string, commandLine []string) (harness.Config, error) {
 	switch f.fenceSource {
 	case workloads.FenceFromLock, workloads.FenceFromResource, workloads.FenceNone:
 	default:
@@ -281,7 +288,6 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	if err := f.backendFlags.Apply(&settings); err != nil {
 		return harness.Config{}, err
 	}
-	lease := backend.GrantedLease(f.ttl, settings.Params)
 	think, err := workloads.ParseDistribution(f.think)
 	if err != nil {
 		return harness.Config{}, fmt.Errorf("--think: %w", err)
@@ -289,20 +295,15 @@ func (f runFlags) config(faults []string, commandLine []string) (harness.Config,
 	if !f.pauses.Fixed() {
 		f.pause = f.pauses.Max // what everything that outwaits a pause waits for
 	}
-	if f.pause == 0 {
-		// The default pause outlasts the lease the backend really grants.
-		f.pause = 2 * lease
-	}
-	if f.interval == 0 {
-		f.interval = f.pause + time.Second
-	}
+	// The request: harness.NewPlan defaults it (the pause that outlasts
+	// the lease the backend grants, the time between faults) and checks it.
 	cfg := harness.Config{
 		Run: history.RunConfig{
 			Backend: f.backend, Variant: variant, Workload: f.workload, FenceSource: f.fenceSource, Resource: f.resource,
 			Nemesis: faults, Seed: f.seed, Clients: f.clients, Keys: f.keys, Think: think.String(), CommandLine: commandLine,
 		},
 		Target: backend, Out: f.out, Programs: maps.Clone(f.programs),
-		TTL: f.ttl, Lease: lease, Limit: f.limit, Pause: f.pause, Pauses: f.pauses, Interval: f.interval,
+		TTL: f.ttl, Limit: f.limit, Pause: f.pause, Pauses: f.pauses, Interval: f.interval,
 		Think: think.String(), Retry: f.retry, OpTimeout: f.opTimeout, Logger: slog.Default(),
 	}
 	cfg.Run.Params = settings.Params

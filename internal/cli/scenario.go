@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
-	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
 	"github.com/lockcheck/lockcheck/scenario/repro"
@@ -85,7 +84,7 @@ that failed, which lockcheck shrink RUN_DIR starts from.`,
 				return err
 			}
 			for _, f := range files {
-				if _, err := harness.Preflight(f.Config(out, programs, runParams)); err != nil {
+				if _, err := f.Plan(out, programs, runParams); err != nil {
 					return fmt.Errorf("scenario %s: %w", f.Name, err)
 				}
 			}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
-	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
 	"github.com/lockcheck/lockcheck/scenario/shrink"
@@ -88,7 +87,7 @@ toward the broken lock alone.`,
 			if out == "" {
 				out = filepath.Join(filepath.Dir(from), "shrink-runs")
 			}
-			if _, err := harness.Preflight(f.Config(out, programs, runParams)); err != nil {
+			if _, err := f.Plan(out, programs, runParams); err != nil {
 				return fmt.Errorf("%s: %w", from, err)
 			}
 			return nil

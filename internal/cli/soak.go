@@ -170,7 +170,7 @@ func soak(cmd *cobra.Command, f soakFlags) error {
 		return nil
 	}
 	if f.seed == 0 {
-		f.seed = time.Now().UnixNano()%1_000_000 + 1
+		f.seed = harness.PickSeed()
 	}
 	// Every soak of the matrix is configured and preflighted before the
 	// first starts: a missing program is not found hours in.
@@ -209,11 +209,13 @@ func (f soakFlags) plan(cmd *cobra.Command) (plannedSoak, error) {
 	if err != nil {
 		return plannedSoak{}, err
 	}
-	cfg, err := f.config(faults, reproduce(cmd, f.seed))
+	req, err := f.request(faults, reproduce(cmd, f.seed))
 	if err != nil {
 		return plannedSoak{}, err
 	}
-	if _, err := harness.Preflight(cfg); err != nil {
+	req.Limit, req.Segment = f.duration, f.segment
+	cfg, err := harness.NewPlan(req)
+	if err != nil {
 		return plannedSoak{}, err
 	}
 	return plannedSoak{f: f, cfg: cfg, faults: faults}, nil
@@ -230,7 +232,6 @@ func soakOne(cmd *cobra.Command, p plannedSoak) (checker.Validity, bool, error) 
 	// The segments' run directories live in a folder of their own until
 	// they are archived; the nodes' and workers' logs stay in the soak's.
 	cfg.Out, cfg.LogDir = filepath.Join(dir, "running"), dir
-	cfg.Limit, cfg.Segment = f.duration, f.segment
 	// One schedule of faults for the whole soak, cut at the segments'
 	// boundaries.
 	cfg.Steps = nemesis.Plan(f.seed, faults, cfg.Interval, f.duration)

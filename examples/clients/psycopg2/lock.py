@@ -38,6 +38,10 @@ from lockproto import Error  # noqa: E402
 USER = "lockcheck"
 DATABASE = "postgres"
 FENCE_SEQUENCE = "lockcheck_lock_fence"
+# The first connection, in init, may take seconds on a busy machine
+# (lockcheck waits for init before the run's time starts); a reconnection
+# during the run must answer within timeout_ms.
+CONNECT_TIMEOUT = 5
 
 
 def key_id(key):
@@ -71,11 +75,11 @@ class Psycopg2(lockproto.Client):
         self.grants = 0
         self.slot = "%s:%s" % (req["client"], req["process"])
         self.conn = None
-        self.connect()
+        self.connect(CONNECT_TIMEOUT)
 
-    def connect(self):
+    def connect(self, timeout=None):
         try:
-            self.conn = psycopg2.connect(**self.conninfo)
+            self.conn = psycopg2.connect(**dict(self.conninfo, connect_timeout=timeout or self.conninfo["connect_timeout"]))
         except psycopg2.OperationalError as e:
             self.conn = None
             raise Error(lockproto.TEMPORARILY_UNAVAILABLE, "connect: %s" % str(e).strip())
