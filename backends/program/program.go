@@ -28,7 +28,14 @@ import (
 
 // DefaultInitTimeout bounds the wait for init_ok when Options says
 // nothing: an interpreter that imports a client library takes its time.
-const DefaultInitTimeout = 10 * time.Second
+//
+// Every slot's program starts at once, on a machine that may be busy: on 2
+// cores at a load average of 26, five JVMs of the Curator reference client
+// missed 10 s, though alone they answer in under a second
+// (examples/clients/curator/README.md). A longer wait costs a program that
+// answers sooner nothing (the run's time starts once every slot answered);
+// only one that never answers is reported later.
+const DefaultInitTimeout = 30 * time.Second
 
 // Options are what a client program is started with and told in init.
 type Options struct {

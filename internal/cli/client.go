@@ -22,7 +22,7 @@ func addClientFlags(fl *pflag.FlagSet, c *clientFlags) {
 	fl.StringVar(&c.command, "client", "", `a lock client program to test instead of --backend, speaking lockcheck's client protocol (docs/clients.md), such as 'python3 my_lock.py': split into arguments at spaces, with '...' and "..." quoting and \ escaping as in a shell, and run with no shell; lockcheck starts one per client slot, as a child of its worker`)
 	fl.StringVar(&c.name, "client-name", "", "the name the --client program is tested under, in the run directory, the report and results.json (default: its script's or program's base name)")
 	fl.StringVar(&c.topology, "topology", "", "with --client: the built-in backend whose servers lockcheck starts for the program, or whose service --addr names ("+strings.Join(catalog.Names(), ", ")+"; default redis)")
-	fl.DurationVar(&c.initTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long the program may take to answer init (an interpreter importing its library takes a second); the time limit starts once every client answered")
+	fl.DurationVar(&c.initTimeout, "client-init-timeout", program.DefaultInitTimeout, "with --client: how long the program may take to answer init (all --clients start at once: a JVM loading its library on a busy machine can take seconds); the time limit starts once every client answered")
 }
 
 // target is the lock the --client program is, on its topology, and its
