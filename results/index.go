@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,7 +21,7 @@ import (
 // IndexEntry is one row of the store's index: a run, a comparison or a
 // soak.
 type IndexEntry struct {
-	Kind     string // "run", "compare" or "soak"
+	Kind     string // "run", "compare", "sweep" or "soak"
 	Time     time.Time
 	Path     string // the folder, relative to the store, with forward slashes
 	Href     string // its page, relative to the store's root URL
@@ -54,12 +55,14 @@ func ScanStore(store string) ([]IndexEntry, error) {
 			ce := compareEntry(dir, e.Name())
 			groupTime[ce.Path] = ce.Time
 			out = append(out, ce)
-			subs, _ := os.ReadDir(dir)
-			for _, s := range subs {
-				if s.IsDir() && isRunDir(filepath.Join(dir, s.Name())) {
-					out = append(out, runEntry(filepath.Join(dir, s.Name()), e.Name()+"/"+s.Name(), e.Name()))
-				}
-			}
+			out = append(out, runsIn(dir, e.Name())...)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, SweepResults)); err == nil {
+			se := sweepEntry(dir, e.Name())
+			groupTime[se.Path] = se.Time
+			out = append(out, se)
+			out = append(out, runsIn(dir, e.Name())...)
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, SoakFile)); err == nil {
@@ -87,6 +90,51 @@ func ScanStore(store string) ([]IndexEntry, error) {
 		return out[i].Path < out[j].Path
 	})
 	return out, nil
+}
+
+// runsIn lists the run directories of a comparison or sweep folder dir
+// (rel in the store), each with the folder as its parent.
+func runsIn(dir, rel string) []IndexEntry {
+	var out []IndexEntry
+	subs, _ := os.ReadDir(dir)
+	for _, s := range subs {
+		if s.IsDir() && isRunDir(filepath.Join(dir, s.Name())) {
+			out = append(out, runEntry(filepath.Join(dir, s.Name()), rel+"/"+s.Name(), rel))
+		}
+	}
+	return out
+}
+
+// sweepEntry is a sweep folder's row: its backends, workloads and faults,
+// and its cells' outcomes.
+func sweepEntry(dir, rel string) IndexEntry {
+	e := IndexEntry{Kind: "sweep", Time: folderTime(dir, filepath.Base(dir)), Path: rel,
+		Href: pageHref(rel, SweepReport), Verdict: "unreadable", Class: "unknown"}
+	s, err := ReadSweep(dir)
+	if err != nil {
+		e.Summary = err.Error()
+		return e
+	}
+	e.Backend, e.Workload, e.Faults = distinctNames(len(s.Cells), func(i int) (string, string, []string) {
+		return s.Cells[i].Backend, s.Cells[i].Workload, s.Cells[i].Nemesis
+	})
+	e.Verdict, e.Summary, e.Class = "sweep", newSweepView(s).Totals, "notice"
+	return e
+}
+
+// distinctNames lists, comma-separated and in their first order, the
+// backends, workloads and fault sets of n cells, cell(i) giving each's.
+func distinctNames(n int, cell func(i int) (backend, workload string, faults []string)) (backends, workloads, faults string) {
+	var lists [3][]string
+	for i := range n {
+		b, w, f := cell(i)
+		for k, name := range []string{b, w, FaultsName(f)} {
+			if !slices.Contains(lists[k], name) {
+				lists[k] = append(lists[k], name)
+			}
+		}
+	}
+	return strings.Join(lists[0], ", "), strings.Join(lists[1], ", "), strings.Join(lists[2], ", ")
 }
 
 func isRunDir(dir string) bool {
@@ -181,20 +229,9 @@ func compareEntry(dir, rel string) IndexEntry {
 		return e
 	}
 	v := newCompareView(c)
-	var backends, workloads, faults []string
-	seen := map[string]bool{}
-	for _, cell := range c.Cells {
-		for _, x := range []struct {
-			list *[]string
-			s    string
-		}{{&backends, cell.Backend}, {&workloads, cell.Workload}, {&faults, FaultsName(cell.Nemesis)}} {
-			if !seen[x.s] {
-				seen[x.s] = true
-				*x.list = append(*x.list, x.s)
-			}
-		}
-	}
-	e.Backend, e.Workload, e.Faults = strings.Join(backends, ", "), strings.Join(workloads, ", "), strings.Join(faults, ", ")
+	e.Backend, e.Workload, e.Faults = distinctNames(len(c.Cells), func(i int) (string, string, []string) {
+		return c.Cells[i].Backend, c.Cells[i].Workload, c.Cells[i].Nemesis
+	})
 	e.Verdict, e.Summary = "comparison", v.Totals
 	e.Class = "notice"
 	return e

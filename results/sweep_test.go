@@ -285,3 +285,26 @@ func TestPausesDelivered(t *testing.T) {
 	assert.Equal(t, 1, full)
 	assert.Zero(t, cut, "a pause cut short before another began")
 }
+
+// The store's index lists a sweep, its cells' outcomes, and its runs
+// beneath it.
+func TestScanStoreListsSweeps(t *testing.T) {
+	store := t.TempDir()
+	dir := filepath.Join(store, "20250102-060000"+SweepSuffix)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	runs := pauseSweep()[:6] // the 250ms cells: unfenced false, fenced held
+	writeTestSweep(t, dir, runs, []string{"lockcheck", "sweep"})
+	entries, err := ScanStore(store)
+	require.NoError(t, err)
+	require.Len(t, entries, 7, "the sweep and its six runs")
+	e := entries[0]
+	assert.Equal(t, "sweep", e.Kind)
+	assert.Equal(t, "20250102-060000-sweep/sweep.html", e.Href)
+	assert.Equal(t, "redis", e.Backend)
+	assert.Equal(t, "unfenced, fenced", e.Workload)
+	assert.Equal(t, "2 cells, 6 runs of the grid's 24: 1 safe, 1 unsafe.", e.Summary)
+	for _, r := range entries[1:] {
+		assert.Equal(t, "run", r.Kind)
+		assert.Equal(t, e.Path, r.Parent)
+	}
+}
