@@ -16,7 +16,7 @@ const never = math.MaxInt64
 
 // attempt is one acquire: from invoke to its completion, or to the moment
 // its process was killed; never when neither came. The rest is what the
-// orphaned-lock rule reads (liveness.go): how it came out and, for a grant
+// orphaned-lock rule reads (orphans.go): how it came out and, for a grant
 // or an acquire of unknown outcome, the claim it gave its key.
 type attempt struct {
 	invoke int64
@@ -52,7 +52,7 @@ const (
 
 // claimEnd is when and how a claim of a key ended: the moment after which
 // the service had nothing left to free on the claim's behalf, before any
-// fault prolongs it (liveness.go). at is never for a claim that lasts to
+// fault prolongs it (orphans.go). at is never for a claim that lasts to
 // the end of the history.
 type claimEnd struct {
 	at  int64
@@ -137,7 +137,7 @@ type facts struct {
 	// count twice: only whether any was accepted matters).
 	writes, accepted int
 	// quiet counts the acquires made while no fault on a node or on their
-	// own client was in force, and what became of them (liveness.go).
+	// own client was in force, and what became of them (acquireerrors.go).
 	quiet quietAcquires
 
 	acquireAttempts int

@@ -291,7 +291,7 @@ func (s *scanner) settle(k *keyFacts, pendingFrom, horizon int64, final bool) in
 	return min(from, horizon-1)
 }
 
-// faultCover is the faults that may prolong a claim (liveness.go): of the
+// faultCover is the faults that may prolong a claim (orphans.go): of the
 // whole history at its end, else of the nemesis events read so far, a
 // fault not healed yet lasting until it is.
 func (s *scanner) faultCover(final bool) faultCover {
