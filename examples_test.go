@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 // The example modules are modules of their own (each with a replace to this
@@ -18,6 +20,7 @@ import (
 // (results.json), not on the scenario's exit code: how much else a busy
 // machine lets happen in a run is not the example's point.
 func TestExampleRedisLock(t *testing.T) {
+	testtier.Long(t)
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not on PATH (run scripts/setup)")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/redlock"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -137,6 +138,7 @@ func exists(rdb *goredis.Client, key string) bool {
 // jumped node, and on no other; the offset read back with TIME is +20 s,
 // and 0 after the reset.
 func TestClockJumpForwardExpiresKeys(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	nodes, clients, service := redlockNodes(t)
 	set := time.Now()
@@ -173,6 +175,7 @@ func TestClockJumpForwardExpiresKeys(t *testing.T) {
 // jumped node (Redis keeps the absolute expiry time, which the node's clock
 // now reaches 20 s late), while it expires on time on the others.
 func TestClockJumpBackwardKeepsKeysPastTheirTTL(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	const ttl = 10 * time.Second
 	nodes, clients, service := redlockNodes(t)
@@ -204,6 +207,7 @@ func TestClockJumpBackwardKeepsKeysPastTheirTTL(t *testing.T) {
 // A strobe flips the node's clock between +20 s and the real time while it
 // lasts, as TIME on the node shows, and leaves it at the real time.
 func TestClockStrobeFlipsTheClock(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	nodes, clients, service := redlockNodes(t)
 	rec := &clockRecorder{}

@@ -19,6 +19,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -61,6 +62,7 @@ func nemesisEvents(h *history.History, f string) []history.Event {
 // A run cancelled (Ctrl-C) while a container is stopped removes every
 // container and the network, and keeps its history.
 func TestDockerCancelledRunLeavesNothingBehind(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "redis", []string{"pause-node"}, time.Minute)
 	cfg.Pause = 30 * time.Second // the node is still stopped when the run is cancelled
 	cfg.Interval = time.Second
@@ -129,6 +131,7 @@ func assertLanded(t *testing.T, h *history.History, step *int) {
 // partition cuts the Sentinel master off: the sentinels promote a replica
 // while it is away, and it is healed after --pause.
 func TestDockerPartitionCutsOffTheSentinelMaster(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "sentinel", []string{"partition"}, 12*time.Second)
 	cfg.Pause = 5 * time.Second // longer than down-after (1 s) and the failover
 	cfg.Interval = 2 * time.Second
@@ -152,6 +155,7 @@ func TestDockerPartitionCutsOffTheSentinelMaster(t *testing.T) {
 // A partitioned Redlock node is one of five: grants go on without it on
 // the other four, and none names it while it is away.
 func TestDockerPartitionCutsOffARedlockNode(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "redlock", []string{"partition"}, 7*time.Second)
 	cfg.Pause = 3 * time.Second
 	cfg.Interval = 2 * time.Second
@@ -173,6 +177,7 @@ func TestDockerPartitionCutsOffARedlockNode(t *testing.T) {
 // partition cuts the ZooKeeper leader off: the other two elect a leader of
 // a higher epoch while it is away, and it is healed after --pause.
 func TestDockerPartitionCutsOffTheZooKeeperLeader(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "zookeeper", []string{"partition"}, 10*time.Second)
 	cfg.Run.Variant, cfg.Run.Workload = "", "fenced"
 	cfg.Pause = 3 * time.Second // longer than the followers' 500 ms syncLimit and an election
@@ -274,6 +279,7 @@ func processOf(name string) history.Process {
 // latency (a lower bound: a busy machine only adds to it); it lands and
 // heals with no error.
 func TestDockerSlowLinkSlowsAClientsLink(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "redis", []string{"slow-link"}, 6*time.Second)
 	cfg.Pause, cfg.Interval = 2*time.Second, time.Second
 	const latency = 400 * time.Millisecond
@@ -296,6 +302,7 @@ func TestDockerSlowLinkSlowsAClientsLink(t *testing.T) {
 // run cancelled (Ctrl-C) while it is on still heals it, with no error,
 // and leaves no container, network or rule.
 func TestDockerFlakyLinkCancelledRunHeals(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "redis", []string{"flaky-link"}, time.Minute)
 	cfg.Pause, cfg.Interval = 30*time.Second, time.Second // still on when the run is cancelled
 	cfg.Run.Params[nemesis.ParamResetShare] = "1"

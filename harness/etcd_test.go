@@ -19,6 +19,7 @@ import (
 	_ "github.com/lockcheck/lockcheck/backends/catalog/withetcd" // the etcd backend
 	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -105,6 +106,7 @@ func TestEtcdClusterStarts(t *testing.T) {
 // pause-leader stops the member the cluster names as leader; the others
 // elect a new one while it is stopped, and it rejoins when continued.
 func TestPauseLeaderElectsANewLeader(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	c, _ := startEtcd(t)
 	ctx := context.Background()
@@ -140,6 +142,7 @@ func TestPauseLeaderElectsANewLeader(t *testing.T) {
 // kill-restart SIGKILLs a member and starts it on the same ports with its
 // data: it comes back knowing what was written before the kill.
 func TestKillRestartKeepsAMembersData(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	c, _ := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

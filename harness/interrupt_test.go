@@ -14,11 +14,13 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness/container"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 // Ctrl-C while the lock service starts is reported as that, naming what
 // was starting, never as a node that failed to answer; nothing is left.
 func TestInterruptDuringStartUp(t *testing.T) {
+	testtier.Long(t)
 	requireRedis(t)
 	if _, err := os.Stat("/usr/bin/redis-sentinel"); err != nil {
 		t.Fatalf("redis-sentinel is not installed (run scripts/setup): %v", err)
@@ -64,6 +66,7 @@ func TestInterruptDuringStartUp(t *testing.T) {
 // started is one error naming the nodes, and no container is left, not
 // even one whose creation the interruption cut off.
 func TestDockerInterruptDuringStartUp(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "sentinel", nil, time.Minute)
 	cli := containertest.Engine(t)
 	owner, err := container.Owner()

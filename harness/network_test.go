@@ -15,6 +15,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 // sockets lists the sockets this process holds open.
@@ -35,6 +36,7 @@ func sockets(t *testing.T) []string {
 // or at its time limit, heals the cut, records it, and leaves no proxy,
 // listener or connection of its network open, and no process.
 func TestProxiedRunLeavesNoListener(t *testing.T) {
+	testtier.Long(t)
 	requireRedis(t)
 	for _, tt := range []struct {
 		name      string
@@ -153,6 +155,7 @@ func TestNetworkOfNodesNotProxyable(t *testing.T) {
 // Redlock node and a client on one side, the rest on the other. The rules
 // go with the containers, the addresses with the run's network.
 func TestDockerPartitionMinorityCutsLinks(t *testing.T) {
+	testtier.Long(t)
 	cfg := dockerConfig(t, "redlock", []string{"partition-minority"}, 5*time.Second)
 	cfg.TTL = time.Second
 	cfg.Pause, cfg.Interval = 2*time.Second, time.Second

@@ -20,6 +20,7 @@ import (
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -49,6 +50,7 @@ func processesUnder(dir string) []string {
 // double ownership, and lost updates unless the resource fences it off.
 // The resource lives on an instance of its own, which no failover touches.
 func TestFailoverPromoteFreesEveryAdvisoryLock(t *testing.T) {
+	testtier.Long(t)
 	pgtest.Require(t)
 	tests := []struct {
 		workload string
@@ -106,6 +108,7 @@ func TestFailoverPromoteFreesEveryAdvisoryLock(t *testing.T) {
 // old primary rejoins during failover-promote (pg-0), leaves no process
 // behind: not the nodes, their servers, nor pg_basebackup.
 func TestInterruptedFailoverLeavesNoPostgres(t *testing.T) {
+	testtier.Long(t)
 	pgtest.Require(t)
 	tests := []struct {
 		name string
@@ -158,6 +161,7 @@ func TestInterruptedFailoverLeavesNoPostgres(t *testing.T) {
 // The walreceiver connects from 127.0.0.1, like lockcheck's own checks; its
 // application_name names it.
 func TestStandbyReplicationIsALinkOfItsOwn(t *testing.T) {
+	testtier.Long(t)
 	pgtest.Require(t)
 	b := mustBackend(t, Config{Run: history.RunConfig{Backend: "postgres"}})
 	p := newProcs()

@@ -16,6 +16,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 )
@@ -28,6 +29,7 @@ import (
 // and the resource's value: its first grant's fence is above the head's,
 // and its checks, started from the head, find the fences rising.
 func TestSegmentedRunGoesOnAcrossBoundaries(t *testing.T) {
+	testtier.Long(t)
 	requireRedis(t)
 	for _, tt := range []struct {
 		name            string
@@ -178,6 +180,7 @@ func (l releaseFailpoint) Release(ctx context.Context, key string, g backends.Gr
 // segment must not begin before that lease can have ended: from the
 // kill (no keepalive renews it after that), the lease etcd granted.
 func TestSegmentBoundaryWaitsOutTheGrantedLease(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	const segment = 4 * time.Second
 	ttl := 500 * time.Millisecond

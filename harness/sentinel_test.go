@@ -21,6 +21,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/backends/sentinel"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -140,6 +141,7 @@ func (s *sentinelTopology) faultEnv(t *testing.T) (*nemesis.Env, *eventLog) {
 // failover-kill: the master dies, a replica is promoted and becomes master,
 // and the old master comes back as its replica.
 func TestFailoverKillPromotesAReplica(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	top := startSentinel(t, faultSettings())
 	env, rec := top.faultEnv(t)
@@ -171,6 +173,7 @@ func TestFailoverKillPromotesAReplica(t *testing.T) {
 // failover-pause: while the old master is continued and not yet converted,
 // two nodes answer ROLE as master.
 func TestFailoverPauseLeavesTwoMasters(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	top := startSentinel(t, faultSettings())
 	env, rec := top.faultEnv(t)
@@ -216,6 +219,7 @@ func TestFailoverPauseLeavesTwoMasters(t *testing.T) {
 // with NOREPLICAS under min-replicas-to-write: a certain refusal, which the
 // checker counts apart from a busy lock.
 func TestMinReplicasToWriteRefusesTheLock(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	s := sentinel.DefaultSettings()
 	s.MinReplicasToWrite = 1
@@ -255,6 +259,7 @@ func TestMinReplicasToWriteRefusesTheLock(t *testing.T) {
 // it and leaves no redis-server, sentinel or worker behind. It counts this
 // process's children, so it must not run in parallel with other tests.
 func TestCancelledFailoverLeavesNothingBehind(t *testing.T) {
+	testtier.Long(t)
 	cfg := testConfig(t, redis.Correct, "unfenced", []string{"failover-pause"}, time.Minute)
 	cfg.Run.Backend = "sentinel"
 	cfg.Run.Params = sentinel.DefaultSettings().Params()

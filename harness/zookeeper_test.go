@@ -17,6 +17,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/zookeeper"
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -79,6 +80,7 @@ func (e zkEnsemble) names() []string {
 // Each server is a JVM that lockcheck configured in its node directory and
 // that replaced the lockcheck process it was started as.
 func TestZooKeeperEnsembleStarts(t *testing.T) {
+	testtier.Long(t)
 	e, took := startZooKeeper(t)
 	t.Logf("three ZooKeeper servers started and elected a leader in %s", took)
 	for i, n := range e.nodes {
@@ -100,6 +102,7 @@ func TestZooKeeperEnsembleStarts(t *testing.T) {
 // TTL asked for clamped to [2, 20] ticks, and carries the lock node's czxid,
 // which rises with every grant.
 func TestZooKeeperGrantCarriesTheGrantedSessionAndARisingFence(t *testing.T) {
+	testtier.Long(t)
 	e, _ := startZooKeeper(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -172,6 +175,7 @@ func sessionLost(g backends.Grant) bool {
 // node): it gives the session up, and its outcome is unknown, never a
 // certain "deleted nothing".
 func TestZooKeeperExpiredSessionEndsTheGrant(t *testing.T) {
+	testtier.Long(t)
 	e, _ := startZooKeeper(t)
 	ctx := context.Background()
 	cut := e.follower(t)
@@ -218,6 +222,7 @@ func TestZooKeeperExpiredSessionEndsTheGrant(t *testing.T) {
 // stopped, the holder's follower cannot confirm the node, so the extend is
 // not accepted.
 func TestZooKeeperExtendAsksTheLeader(t *testing.T) {
+	testtier.Long(t)
 	e, _ := startZooKeeper(t)
 	ctx := context.Background()
 	via := e.follower(t)
@@ -241,6 +246,7 @@ func TestZooKeeperExtendAsksTheLeader(t *testing.T) {
 // pause-leader's effect: while the leader is stopped, the others elect a
 // new one (with a higher epoch), and the old one rejoins as a follower.
 func TestZooKeeperPausedLeaderIsReplaced(t *testing.T) {
+	testtier.Long(t)
 	e, _ := startZooKeeper(t)
 	ctx := context.Background()
 	old, err := e.service.Leader(ctx)
@@ -267,6 +273,7 @@ func TestZooKeeperPausedLeaderIsReplaced(t *testing.T) {
 // the same ports reloads the transactions of its first life from its own
 // data directory (its log says so), and rejoins the ensemble.
 func TestZooKeeperKillRestartKeepsAServersData(t *testing.T) {
+	testtier.Long(t)
 	e, _ := startZooKeeper(t)
 	ctx := context.Background()
 	l := e.lock(t, time.Second, e.names()...)
@@ -298,6 +305,7 @@ func TestZooKeeperKillRestartKeepsAServersData(t *testing.T) {
 // majority elects another leader, and no two sessions hold the lock at
 // once.
 func TestZooKeeperPartitionMinorityStaysSafe(t *testing.T) {
+	testtier.Long(t)
 	if _, err := exec.LookPath("java"); err != nil {
 		t.Fatalf("java is not installed (run scripts/setup): %v", err)
 	}

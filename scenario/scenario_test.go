@@ -17,6 +17,7 @@ import (
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
 
@@ -153,6 +154,7 @@ func TestCatalogueHasEveryShippedFile(t *testing.T) {
 // The catalogue is lockcheck's regression suite: every shipped scenario
 // runs against real servers and must show what it expects.
 func TestCatalogue(t *testing.T) {
+	testtier.Long(t)
 	all, err := Catalogue()
 	require.NoError(t, err)
 	require.NotEmpty(t, all)

@@ -2,9 +2,7 @@ package redlock_test
 
 import (
 	"context"
-	"net"
 	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/nodetest"
 	"github.com/lockcheck/lockcheck/backends/redlock"
 	"github.com/lockcheck/lockcheck/backends/redsync"
 )
@@ -22,30 +21,12 @@ import (
 // returns their nodes and processes; they are killed when the test ends.
 func masters(t *testing.T, n int) ([]redlock.Node, []*exec.Cmd) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server is not installed (run scripts/setup): %v", err)
-	}
 	nodes := make([]redlock.Node, n)
 	cmds := make([]*exec.Cmd, n)
 	for i := range nodes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := ln.Addr().(*net.TCPAddr).Port
-		require.NoError(t, ln.Close())
-		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--save", "", "--appendonly", "no", "--dir", t.TempDir(), "--daemonize", "no")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() {
-			cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck // it may be stopped by the test
-			cmd.Process.Kill()                  //nolint:errcheck // gone already is fine
-			cmd.Wait()                          //nolint:errcheck // killed
-		})
-		nodes[i] = redlock.Node{Name: redlock.NodeName(i), Addr: "127.0.0.1:" + strconv.Itoa(port)}
+		addr, cmd := nodetest.Redis(t)
+		nodes[i] = redlock.Node{Name: redlock.NodeName(i), Addr: addr}
 		cmds[i] = cmd
-		rdb := goredis.NewClient(&goredis.Options{Addr: nodes[i].Addr, MaxRetries: -1})
-		require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil }, 5*time.Second, 10*time.Millisecond)
-		rdb.Close()
 	}
 	return nodes, cmds
 }

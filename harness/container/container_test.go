@@ -20,6 +20,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/internal/procstate"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 func TestParseLdd(t *testing.T) {
@@ -105,6 +106,7 @@ func startRedis(t *testing.T, cli *testcontainers.DockerClient, fakeClock bool) 
 // A node runs as PID 1 of its container on the run's private network, and
 // a SIGSTOP sent through the engine stops the server itself.
 func TestContainerNodePauses(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	rt, n, rdb := startRedis(t, cli, false)
 	ctx := context.Background()
@@ -124,6 +126,7 @@ func TestContainerNodePauses(t *testing.T) {
 // partition cuts the node off the network; heal brings it back at the
 // same address, with its data.
 func TestContainerNodePartitionAndHeal(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	_, n, rdb := startRedis(t, cli, false)
 	ctx := context.Background()
@@ -143,6 +146,7 @@ func TestContainerNodePartitionAndHeal(t *testing.T) {
 
 // A restart keeps the address; with wipe the node comes back empty.
 func TestContainerNodeRestarts(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	_, n, rdb := startRedis(t, cli, false)
 	ctx := context.Background()
@@ -161,6 +165,7 @@ func TestContainerNodeRestarts(t *testing.T) {
 // The clock file in the mounted node directory moves the server's wall
 // clock inside its container.
 func TestContainerNodeClockJumps(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	_, n, rdb := startRedis(t, cli, true)
 	ctx := context.Background()
@@ -184,6 +189,7 @@ func TestContainerNodeClockJumps(t *testing.T) {
 // Close removes every container and the network; a new runtime sweeps the
 // leftovers of a lockcheck that died.
 func TestContainersRemovedAndLeftoversSwept(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	ctx := context.Background()
 	before := ourObjects(t, cli)
@@ -216,6 +222,7 @@ func TestMissingImageNamesTheBuildCommand(t *testing.T) {
 // An image built once is reused; the redis image holds the server, the
 // sentinel link and libfaketime.
 func TestRedisImageBuiltOnce(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	recipe, err := Recipe(redis.Image, redis.Image.Tag, func(name string) string { return name }, "")
 	require.NoError(t, err)
@@ -245,6 +252,7 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 // A topology's containers are created and started together; each gets its
 // own address on the run's network and answers there.
 func TestContainerTopologyStartsTogether(t *testing.T) {
+	testtier.Long(t)
 	cli := engine(t)
 	ctx := context.Background()
 	rt, err := New(ctx, cli, Options{Images: map[string]string{redis.Image.Kind: redisImage(t, cli)}, Run: fmt.Sprintf("test%d", time.Now().UnixNano()%1e9)})

@@ -12,6 +12,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 // redisWithClient starts a Redis node and a client of it that dials from
@@ -48,6 +50,7 @@ func rules(t *testing.T, n *Node) string {
 // machine only makes longer); at the heal the rules are gone and the queue
 // unbound.
 func TestContainerNodeSlowsALink(t *testing.T) {
+	testtier.Long(t)
 	n, rdb, addr := redisWithClient(t)
 	ctx := context.Background()
 
@@ -69,6 +72,7 @@ func TestContainerNodeSlowsALink(t *testing.T) {
 // the open one and each new one; the heal takes the rules and the chain
 // out and the client connects again.
 func TestContainerNodeResetsAFlakyLink(t *testing.T) {
+	testtier.Long(t)
 	n, rdb, addr := redisWithClient(t)
 	ctx := context.Background()
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -84,6 +85,7 @@ func TestCompareBadInputIsOneLineAndExitTwo(t *testing.T) {
 
 // TestCompareRunsTheMatrix runs two short cells on a real Redis.
 func TestCompareRunsTheMatrix(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	store := t.TempDir()
 	inv := lockcheck("compare", "--out", store, "--seed", "1", "--backends", "redis", "--workloads", "unfenced",

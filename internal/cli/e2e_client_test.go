@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -51,6 +52,7 @@ var (
 // the program declared (the first article's demo step 4, through the
 // protocol) and the renewals that stopped and the lost update show.
 func TestClientProgramE2E(t *testing.T) {
+	testtier.Long(t)
 	bin := goClient(t)
 	store := t.TempDir()
 	start := time.Now()
@@ -123,6 +125,7 @@ expect:
 // asking for the lock's fences, refuses the run before it starts with one
 // line; client check passes a conforming program.
 func TestClientProgramRefusals(t *testing.T) {
+	testtier.Long(t)
 	bin := goClient(t)
 	store := t.TempDir()
 	inv := lockcheck("run", "--client", filepath.Join(store, "no-such-client")+" --x", "--nemesis", "none", "--time-limit", "1s", "--out", store)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/workloads"
 )
@@ -72,6 +73,7 @@ func (c referenceClient) args(more ...string) []string {
 }
 
 func TestReferenceClientsConformAndAreCleanWithoutFaults(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	for _, c := range referenceClients(t) {
 		t.Run(c.name, func(t *testing.T) {
@@ -95,6 +97,7 @@ func TestReferenceClientsConformAndAreCleanWithoutFaults(t *testing.T) {
 // paused holder's renewals have stopped; fenced by the resource's
 // sequence, the stale writes are refused.
 func TestWatchdogClientDoesNotSurviveAPause(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	watchdog := "/usr/bin/python3 " + filepath.Join(clientsDir, "redis-py", "watchdog.py")
 	args := []string{"--client", watchdog, "--client-name", "redis-py-watchdog", "--topology", "redis", "--nemesis", "pause-holder", "--ttl", "300ms", "--time-limit", "3s"}
@@ -138,6 +141,7 @@ func TestWatchdogClientDoesNotSurviveAPause(t *testing.T) {
 // the session timeout loses it, the next client is granted the lock, and
 // kazoo's connection listener says LOST only once the holder runs again.
 func TestKazooClientLearnsOfItsExpiredSessionLate(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	kazoo := "/usr/bin/python3 " + filepath.Join(clientsDir, "kazoo", "lock.py")
 	inv, res, dir, landed := runFault(t, "--client", kazoo, "--client-name", "kazoo", "--topology", "zookeeper", "--workload", "unfenced",
@@ -253,6 +257,7 @@ func nextGrant(h *history.History, token string, from int64) (int64, bool) {
 // expectations (an update lost, the lease honoured by Redis) hold, and the
 // library says the lock is lost only after the next grant.
 func TestWatchdogClientScenarioReproducesDemoStep4(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	needClientLibraries(t)
 	file := filepath.Join(clientsDir, "redis-py", "watchdog-gc-pause.yaml")

@@ -12,6 +12,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/etcd"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/workloads"
 )
 
@@ -97,6 +98,7 @@ func TestEtcdWithoutFaultsIsClean(t *testing.T) {
 // A holder paused past its session's lease loses the lock while it still
 // believes it holds it; unfenced, its late write is a lost update.
 func TestEtcdUnfencedPausedHolderLosesUpdates(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, r := runEtcd(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "1s", "--pause", "3s", "--time-limit", "12s")
 	assertSessionHolderLostUpdates(t, "etcd", inv, r)
@@ -124,6 +126,7 @@ func assertSessionHolderLostUpdates(t *testing.T, service string, inv invocation
 // whether the fence is the lock key's create revision or the resource's own
 // sequence.
 func TestEtcdFencedPausedHolderIsRefused(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	for _, source := range []string{workloads.FenceFromLock, workloads.FenceFromResource} {
 		t.Run(source, func(t *testing.T) {
@@ -141,6 +144,7 @@ func TestEtcdFencedPausedHolderIsRefused(t *testing.T) {
 // Stopping the leader and killing members: the run completes, clients get
 // the lock again afterwards, and etcd keeps its lease promise.
 func TestEtcdSurvivesLeaderPausesAndMemberRestarts(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, r := runEtcd(t, "--workload", "fenced", "--nemesis", "pause-leader,kill-restart", "--ttl", "1s", "--time-limit", "10s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)

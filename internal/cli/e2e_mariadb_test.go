@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/mariadb"
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 func requireMariaDB(t *testing.T) {
@@ -64,6 +65,7 @@ func TestMariaDBGetLock(t *testing.T) {
 // sessions it left holding its keys (a client killed in its critical
 // section holds its lock until the server notices).
 func TestMariaDBAddrCleansWhatTheRunLeft(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	requireMariaDB(t)
 	_, _, addrs := startByHand(t, "mariadb")
@@ -83,6 +85,7 @@ func TestMariaDBAddrCleansWhatTheRunLeft(t *testing.T) {
 // A run stopped by SIGINT or killed by SIGKILL leaves no mariadbd or
 // worker process behind.
 func TestMariaDBInterruptedRunLeavesNothing(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	requireMariaDB(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {

@@ -10,6 +10,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -32,6 +33,7 @@ func landings(t *testing.T, dir string) []string {
 // replica, and both masters grant the lock. min-replicas-to-write 1 with a
 // short lag makes the old master refuse instead.
 func TestSentinelPartitionMinority(t *testing.T) {
+	testtier.Long(t)
 	requireSentinel(t)
 	tests := []struct {
 		name      string
@@ -73,6 +75,7 @@ func TestSentinelPartitionMinority(t *testing.T) {
 // etcd's leader cut off with a minority, or the cluster split in halves,
 // must stay safe: only the majority side grants.
 func TestEtcdPartitionsStaySafe(t *testing.T) {
+	testtier.Long(t)
 	for _, fault := range []string{"partition-minority", "partition-halves"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
@@ -91,6 +94,7 @@ func TestEtcdPartitionsStaySafe(t *testing.T) {
 // With no fault the proxies are transparent: every backend that runs
 // behind them stays valid.
 func TestNoFaultThroughProxies(t *testing.T) {
+	testtier.Long(t)
 	for _, backend := range []string{"redis", "sentinel", "redlock", "redsync", "etcd", "zookeeper", "postgres"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
@@ -115,6 +119,7 @@ func TestNoFaultThroughProxies(t *testing.T) {
 // created its moment: it landed, says it was cut short, and the verdict
 // never says that no fault landed.
 func TestARunEndingDuringAPartitionLanded(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, dir := runMayMiss(t, "--backend", "redis", "--network", harness.NetworkProxy, "--nemesis", "partition",
 		"--workload", "unfenced", "--ttl", "300ms", "--pause", "20s", "--nemesis-interval", "1s", "--time-limit", "3s")

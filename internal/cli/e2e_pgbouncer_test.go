@@ -14,6 +14,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/postgres"
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 func requirePgBouncer(t *testing.T) {
@@ -58,6 +59,7 @@ func TestPgBouncerPoolModes(t *testing.T) {
 // those sessions and frees their locks: no lease outlives it, and the
 // clients take the lock again once it is back.
 func TestPgBouncerKillRestartOfThePooler(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	requirePgBouncer(t)
 	file := filepath.Join(t.TempDir(), "kill-pooler.yaml")
@@ -86,6 +88,7 @@ expect:
 // A run through the pooler stopped by SIGINT or killed by SIGKILL leaves no
 // pgbouncer, postgres or worker process behind.
 func TestPgBouncerInterruptedRunLeavesNothing(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	requirePgBouncer(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {

@@ -13,6 +13,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -63,6 +64,7 @@ func noPostgresLeft(t *testing.T, dir string) {
 }
 
 func TestPostgresKilledSessionDoubleOwnership(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	pgtest.Require(t)
 	tests := []struct {
@@ -104,6 +106,7 @@ func TestPostgresKilledSessionDoubleOwnership(t *testing.T) {
 }
 
 func TestPostgresResourceFencesInTheDatabase(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	pgtest.Require(t)
 	inv, res, dir := runLockcheck(t, "--backend", "redis", "--resource", "postgres", "--workload", "fenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "10s")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -42,6 +43,7 @@ func TestSentinelCorrectLockWithoutFaultsIsClean(t *testing.T) {
 // second client is granted the lock while the first holds it, with the
 // same INCR fence; min-replicas-to-write 1 turns the grant into a refusal.
 func TestSentinelFailoverLostLock(t *testing.T) {
+	testtier.Long(t)
 	requireSentinel(t)
 	tests := []struct {
 		name      string

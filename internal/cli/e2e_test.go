@@ -14,6 +14,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -118,6 +119,7 @@ func assertCheckAgrees(t *testing.T, dir string, res *results.Results, exit int)
 }
 
 func TestFencedPausedHolderIsRefused(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, _ := runLockcheck(t, "--workload", "fenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "10s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
@@ -129,6 +131,7 @@ func TestFencedPausedHolderIsRefused(t *testing.T) {
 }
 
 func TestCorrectLockWithoutFaultsIsClean(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, _ := runLockcheck(t, "--variant", "correct", "--nemesis", "none", "--ttl", "2s", "--time-limit", "6s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
@@ -143,6 +146,7 @@ func TestCorrectLockWithoutFaultsIsClean(t *testing.T) {
 }
 
 func TestDelReleaseDeletesAnotherClientsLock(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, _ := runLockcheck(t, "--variant", "del-release", "--nemesis", "pause-holder", "--time-limit", "8s")
 	assert.Equal(t, exitInvalid, inv.code)
@@ -152,6 +156,7 @@ func TestDelReleaseDeletesAnotherClientsLock(t *testing.T) {
 // A client killed between SETNX and EXPIRE leaves a key nobody can take:
 // the lock is orphaned, and the verdict is false.
 func TestSetnxExpireKilledClientLeavesLockStuck(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, dir := runLockcheck(t, "--variant", "setnx-expire", "--nemesis", "kill-client", "--time-limit", "8s")
 	l := res.Checks.Liveness

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/zookeeper"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/workloads"
 )
 
@@ -63,6 +64,7 @@ func TestZooKeeperWithoutFaultsIsClean(t *testing.T) {
 // A holder paused past its session timeout loses its node while it still
 // believes it holds the lock; unfenced, its late write is a lost update.
 func TestZooKeeperUnfencedPausedHolderLosesUpdates(t *testing.T) {
+	testtier.Long(t)
 	inv, r := runZooKeeper(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--pause", "2s", "--time-limit", "10s")
 	assertSessionHolderLostUpdates(t, "ZooKeeper", inv, r)
 }
@@ -70,6 +72,7 @@ func TestZooKeeperUnfencedPausedHolderLosesUpdates(t *testing.T) {
 // The same pause, fenced with the lock node's czxid: the resource refuses
 // the paused holder's write.
 func TestZooKeeperFencedPausedHolderIsRefused(t *testing.T) {
+	testtier.Long(t)
 	inv, r := runZooKeeper(t, "--workload", "fenced", "--fence-source", workloads.FenceFromLock, "--nemesis", "pause-holder", "--ttl", "500ms", "--pause", "2s", "--time-limit", "10s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
 	c := r.checks.Resource
@@ -83,6 +86,7 @@ func TestZooKeeperFencedPausedHolderIsRefused(t *testing.T) {
 // history, clients get the lock again afterwards, and ZooKeeper keeps its
 // promise.
 func TestZooKeeperSurvivesLeaderPausesAndServerRestarts(t *testing.T) {
+	testtier.Long(t)
 	inv, r := runZooKeeper(t, "--workload", "fenced", "--nemesis", "pause-leader,kill-restart", "--ttl", "500ms", "--time-limit", "12s")
 	assert.Equal(t, exitValid, inv.code, inv.stdout)
 	assert.Zero(t, r.checks.LeaseSafety.Violations)

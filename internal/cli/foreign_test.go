@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -31,6 +32,7 @@ const foreignViolation = `{"lockcheck_history": 1, "config": {"backend": "my-loc
 // lockcheck cannot run, writes no repro.yaml (no scenario can rerun it) and
 // prints no warning about it.
 func TestCheckForeignHistoryWritesNoRepro(t *testing.T) {
+	testtier.Long(t)
 	dir := filepath.Join(t.TempDir(), "myrun")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, results.HistoryFile), []byte(foreignViolation), 0o644))

@@ -15,6 +15,7 @@ import (
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
@@ -70,6 +71,7 @@ func execPrinted(t *testing.T, line string) (parsed, error) {
 // scenario's rerun line, a scenario run's own) and checks that lockcheck
 // accepts it and that it repeats what was run.
 func TestPrintedCommandsRun(t *testing.T) {
+	testtier.Long(t)
 	tests := []struct {
 		name  string
 		given string
@@ -118,6 +120,7 @@ func TestPrintedCommandsRun(t *testing.T) {
 // TestPrintedCompareCommandsRun checks compare's command line and each
 // cell's, which keeps the fence source compare chose for the cell.
 func TestPrintedCompareCommandsRun(t *testing.T) {
+	testtier.Long(t)
 	p, err := execPrinted(t, "lockcheck compare --backends redis,mariadb --workloads fenced --nemesis kill-restart --wipe --ttl 1s --time-limit 3s --shard 1/1 --seed 3")
 	require.NoError(t, err)
 	again, err := execPrinted(t, results.RerunCommand(history.RunConfig{CommandLine: reproduce(p.found, p.cmp.run.seed)}))
@@ -165,6 +168,7 @@ func TestPrintedSweepCommandsRun(t *testing.T) {
 // reproduction (the summary's, scenario run's, shrink's) and the one a
 // scenario run's report prints, from a path a shell must quote.
 func TestPrintedScenarioCommandsRun(t *testing.T) {
+	testtier.Long(t)
 	dir := filepath.Join(t.TempDir(), "run dir")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	f := &scenario.File{Name: "repro-x", Backend: "redis", TTL: scenario.Duration(500e6), Clients: 2, TimeLimit: scenario.Duration(3e9),

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -123,6 +124,7 @@ func junitRunCase(t *testing.T, dir string) string {
 // results.json says interrupted or incomplete, junit.xml has an erroring
 // run case, and lockcheck check of its directory exits 2 as the run did.
 func TestInterruptedAndKilledRunsAreUnknown(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	for _, tt := range []struct {
 		name   string
@@ -170,6 +172,7 @@ func TestInterruptedAndKilledRunsAreUnknown(t *testing.T) {
 // line, and exits 2; once there is room again, its directory checks to
 // unknown.
 func TestDiskFullStopsTheRun(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root")
@@ -273,6 +276,7 @@ func TestNegativeDurationsAreRefused(t *testing.T) {
 
 // Ctrl-C while the servers start says so, in one line, and nothing else.
 func TestInterruptDuringStartUpIsOneLine(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	store := t.TempDir()
 	cmd, stdout, stderr := lockcheckProcess(t, "run", "--out", store, "--seed", "1", "--backend", "sentinel", "--nemesis", "none")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -17,6 +18,7 @@ import (
 // healed and not interrupted, and its verdict and counts are those of
 // lockcheck check of its directory.
 func TestStopOnAnomaly(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, dir := runLockcheck(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--ttl", "500ms",
 		"--time-limit", "60s", "--stop-on-anomaly")

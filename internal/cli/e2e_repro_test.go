@@ -11,12 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
 	"github.com/lockcheck/lockcheck/scenario/repro"
 )
 
 func TestFailingRunWritesAReproThatFailsTheSameChecks(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, res, dir := runLockcheck(t, "--workload", "unfenced", "--nemesis", "pause-holder", "--clients", "3", "--ttl", "500ms", "--time-limit", "8s")
 	require.Equal(t, exitInvalid, inv.code, inv.stdout)
@@ -74,6 +76,7 @@ func readScenarioFile(t *testing.T, path string) *scenario.File {
 }
 
 func TestPassingRunWritesNoRepro(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	inv, _, dir := runLockcheck(t, "--workload", "fenced", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "5s")
 	require.Equal(t, exitValid, inv.code, inv.stdout)
@@ -110,6 +113,7 @@ expect:
 `
 
 func TestFailingScenarioRunWritesTheScenarioAsRun(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "incident.yaml")
@@ -130,6 +134,7 @@ func TestFailingScenarioRunWritesTheScenarioAsRun(t *testing.T) {
 }
 
 func TestShrinkLeavesTheStepThatBreaksTheLock(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "incident.yaml")
@@ -160,6 +165,7 @@ func TestShrinkLeavesTheStepThatBreaksTheLock(t *testing.T) {
 // A scenario that does not fail as it expects is no failure to shrink:
 // shrink says its replay rate in one line and writes nothing.
 func TestShrinkRefusesAScenarioThatDoesNotReproduce(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "incident.yaml")

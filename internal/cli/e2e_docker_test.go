@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/container/containertest"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -21,6 +22,7 @@ import (
 // 0.3 s on one machine, 1.5 s on another; where it is too slow the fault
 // misses, the run is unknown and names the TTL that would do.
 func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
+	testtier.Long(t)
 	cli := containertest.Engine(t)
 	images := containertest.Images(t, cli)
 	t.Cleanup(func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -74,6 +75,7 @@ func exitCodeOf(v checker.Validity) int {
 // summary whose totals are the segments' sums, and junit with a case per
 // segment.
 func TestSoakSegmentsCheckAlone(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	store := t.TempDir()
 	inv := lockcheck("soak", "--out", store, "--duration", "20s", "--segment", "5s", "--backend", "redis",
@@ -168,6 +170,7 @@ func assertSegmentsGoOn(t *testing.T, dir string, s *results.Soak) {
 // archives it; a crash (SIGKILL) loses only the segment being run. Either
 // way every archived segment is checkable.
 func TestSoakInterruptOrCrashKeepsSegments(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	for _, signal := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
 		t.Run(signal.String(), func(t *testing.T) {
@@ -205,6 +208,7 @@ func TestSoakInterruptOrCrashKeepsSegments(t *testing.T) {
 // With --stop-on-anomaly the soak ends with the first segment that found an
 // anomaly.
 func TestSoakStopsOnAnomaly(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	store := t.TempDir()
 	inv := lockcheck("soak", "--out", store, "--duration", "45s", "--segment", "15s", "--backend", "redis",
@@ -244,6 +248,7 @@ func TestSoakBadFlagsAreOneLineAndExitTwo(t *testing.T) {
 // one soak directory each, and merge gathers the shards' soaks into one
 // folder with a junit suite per soak.
 func TestSoakShardRunsItsShare(t *testing.T) {
+	testtier.Long(t)
 	requireRedisServer(t)
 	var stores []string
 	for shard, want := range []string{"-soak-redis-fenced", "-soak-redis-unfenced"} {

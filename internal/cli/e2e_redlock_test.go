@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockcheck/lockcheck/checker"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 // Short runs of the Redlock cases of issue 4, end to end through the CLI on
@@ -37,6 +38,7 @@ func TestRedlockWithoutFaultsIsClean(t *testing.T) {
 // jumps, a second client wins the jumped node and the minority. Both clients
 // break, and lockcheck's own Redlock names the node whose clock jumped.
 func TestClockJumpOnABareMajorityBreaksTheLease(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	for _, backend := range []string{"redlock", "redsync"} {
 		t.Run(backend, func(t *testing.T) {
@@ -70,6 +72,7 @@ func TestClockJumpOnABareMajorityBreaksTheLease(t *testing.T) {
 // restart delay longer than the TTL (the documented mitigation) does not,
 // and the fault lands as a test of that mitigation.
 func TestRestartWithoutPersistence(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	tests := []struct {
 		name       string
@@ -101,6 +104,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 // A fence drawn from the resource's own sequence keeps the data correct
 // through every Redlock double grant, for every backend.
 func TestResourceFenceKeepsTheDataCorrect(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	tests := []struct {
 		name string

@@ -24,6 +24,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/postgres"
 	"github.com/lockcheck/lockcheck/backends/postgres/pgtest"
 	"github.com/lockcheck/lockcheck/backends/zookeeper"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 )
 
 // startRedis starts a redis-server the way a team's staging one would be
@@ -45,6 +46,7 @@ func startRedis(t *testing.T) (string, *redis.Client) {
 }
 
 func TestAddrRunsAgainstARunningRedis(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	addr, rdb := startRedis(t)
 	// A key of someone else's on the same service is left alone.
@@ -139,6 +141,7 @@ func redisKeys(t *testing.T, eps []backends.Endpoint, specs []backends.NodeSpec)
 // starts no node, runs the client-side faults, and leaves nothing of its
 // own on the service.
 func TestAddrEveryBackend(t *testing.T) {
+	testtier.Long(t)
 	for _, tc := range []struct {
 		backend string
 		// start starts the service; startByHand unless set.
