@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockcheck/lockcheck/checker"
 	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
 )
 
@@ -76,6 +77,7 @@ func curatorClient(t *testing.T) string {
 // and, five JVMs starting at once within the default init timeout, is
 // clean without faults.
 func TestCuratorClientConformsAndIsCleanWithoutFaults(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	bin := curatorClient(t)
 	out := filepath.Join(t.TempDir(), "check")
@@ -99,6 +101,7 @@ func TestCuratorClientConformsAndIsCleanWithoutFaults(t *testing.T) {
 // LOST only once the holder runs again. Fenced by the znode's sequence,
 // the paused holder's write is refused.
 func TestCuratorClientLearnsOfItsExpiredSessionLate(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	bin := curatorClient(t)
 	args := []string{"--client", bin, "--client-name", "curator", "--topology", "zookeeper",
@@ -137,6 +140,7 @@ func TestCuratorClientLearnsOfItsExpiredSessionLate(t *testing.T) {
 
 // The Java example of docs/clients.md conforms as written.
 func TestDocsJavaClientConforms(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	needCurator(t)
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "clients.md"))

@@ -141,6 +141,7 @@ func TestPrintedCompareCommandsRun(t *testing.T) {
 // TestPrintedSweepCommandsRun checks sweep's command line and each run's,
 // which repeats its cell's TTL, pause distribution, work time and skew.
 func TestPrintedSweepCommandsRun(t *testing.T) {
+	testtier.Long(t)
 	gc := filepath.Join(t.TempDir(), "gc pauses.txt")
 	require.NoError(t, os.WriteFile(gc, []byte("12\n40\n900\n"), 0o644))
 	p, err := execPrinted(t, "lockcheck sweep --backends redlock --workload unfenced,fenced --nemesis clock-pause --ttl 1s,2s --pause 100ms-900ms,'@"+gc+"' --think 400ms-1200ms --skew 2s --seeds 2 --time-limit 3s --seed 3")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/nemesis"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/workloads"
@@ -139,6 +140,7 @@ func roundQ(q results.Quantiles) results.Quantiles {
 // loses an update without fencing, and holds within a 2 s one, so the
 // frontier is 2 s; the page, sweep.json and each run's report are there.
 func TestSweepFindsTheFrontier(t *testing.T) {
+	testtier.Long(t)
 	t.Parallel()
 	store := t.TempDir()
 	inv := lockcheck("sweep", "--out", store, "--seed", "1", "--backends", "redis", "--workload", "unfenced",
