@@ -151,19 +151,39 @@ func (f *fleet) awaitClients(timeout time.Duration) error {
 	slots := slices.Clone(f.slots)
 	f.mu.Unlock()
 	deadline := time.After(timeout)
+	logs := filepath.Join(f.logDir, results.LogsDir)
 	for i, w := range slots {
 		select {
 		case <-w.ready:
 		case <-w.gone:
-			return fmt.Errorf("client slot c%d did not start: %s", i, w.failure())
+			why := w.failure()
+			if why == "" {
+				why = fmt.Sprintf("its worker exited before the program answered init (see worker-%d.log)", i)
+			}
+			return &ClientsNotStarted{Slot: i, Why: why, Logs: logs}
 		case <-deadline:
-			return fmt.Errorf("client slot c%d did not start: no init_ok within %s", i, timeout)
+			return &ClientsNotStarted{Slot: i, Why: fmt.Sprintf("no init_ok within %s", timeout), Logs: logs}
 		}
 		if err := w.failure(); err != "" {
-			return fmt.Errorf("client slot c%d did not start: %s", i, err)
+			return &ClientsNotStarted{Slot: i, Why: err, Logs: logs}
 		}
 	}
 	return nil
+}
+
+// ClientsNotStarted is what Run returns when a slot's lock client program
+// failed or missed its init: the workload never began, so there is no
+// history to check, and the program's own words (its error, its last line
+// on stderr) are the message.
+type ClientsNotStarted struct {
+	Slot int
+	Why  string
+	// Logs is the folder of the workers' and programs' logs.
+	Logs string
+}
+
+func (e *ClientsNotStarted) Error() string {
+	return fmt.Sprintf("client slot c%d did not start: %s", e.Slot, e.Why)
 }
 
 // initWait is the wait a worker's lock client program may take to

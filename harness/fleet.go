@@ -100,8 +100,18 @@ func (f *fleet) spawn(slot int, process history.Process) error {
 		f.slots = append(f.slots, nil)
 	}
 	f.slots[slot] = w
-	f.mu.Unlock()
+	// A worker that died just as stop began is replaced after stop took
+	// its list: the replacement, which has nothing to finish, is killed
+	// here, under the same lock stop sets stopping with, so none escapes
+	// both and stop never waits for a worker it did not reach.
+	stopping := f.stopping
 	f.running.Add(1)
+	f.mu.Unlock()
+	if stopping {
+		w.send(workerproc.CmdStop) // a client in this process cannot be killed
+		w.stdin.Close()
+		w.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine
+	}
 	go f.follow(w, stdout, logf)
 	return nil
 }
@@ -194,6 +204,11 @@ func (f *fleet) stop(grace time.Duration) {
 	case <-done:
 	case <-time.After(grace):
 		f.log.Warn("workers did not stop in time; killing them")
+		// The workers now, not the list above: one may have been replaced
+		// since.
+		f.mu.Lock()
+		workers = append(workers[:0], f.slots...)
+		f.mu.Unlock()
 		for _, w := range workers {
 			if w != nil {
 				w.Signal(syscall.SIGKILL) //nolint:errcheck // gone already is fine

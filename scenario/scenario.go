@@ -72,6 +72,9 @@ type Client struct {
 	Command  string `yaml:"command"`
 	Topology string `yaml:"topology,omitempty"`
 	Name     string `yaml:"name,omitempty"`
+	// InitTimeout is run's --client-init-timeout: how long the program
+	// may take to answer init (0: the default).
+	InitTimeout Duration `yaml:"init_timeout,omitempty"`
 }
 
 // resolve finds the lock the scenario tests: its backend, or its client
@@ -89,7 +92,10 @@ func (f *File) resolve() error {
 	if err != nil {
 		return f.errAt("client.command", "%v", err)
 	}
-	b, err := catalog.ClientTarget(f.Client.Name, catalog.ClientProgram{Command: argv, Topology: f.Client.Topology})
+	if f.Client.InitTimeout < 0 {
+		return f.errAt("client.init_timeout", "%s is negative: give how long the program may take to answer init, such as 30s", f.Client.InitTimeout.D())
+	}
+	b, err := catalog.ClientTarget(f.Client.Name, catalog.ClientProgram{Command: argv, Topology: f.Client.Topology, InitTimeout: f.Client.InitTimeout.D()})
 	if err != nil {
 		return f.errAt("client", "%v", err)
 	}
@@ -166,6 +172,17 @@ func editDistance(a, b string) int {
 		prev = cur
 	}
 	return prev[len(b)]
+}
+
+// SetClientInitTimeout gives the scenario's client program d to answer
+// init (scenario run's --client-init-timeout), as client.init_timeout
+// does; it reports whether the scenario has a client program.
+func (f *File) SetClientInitTimeout(d time.Duration) (bool, error) {
+	if f.Client == nil {
+		return false, nil
+	}
+	f.Client.InitTimeout = Duration(d)
+	return true, f.resolve()
 }
 
 // Step is one action of the timeline.

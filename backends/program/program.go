@@ -175,20 +175,33 @@ func (l *Lock) start(process int) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	stderr, err := cmd.StderrPipe()
+	// A pipe of our own, not StderrPipe: Wait would close that one at
+	// the program's exit, maybe before its last line was read, and that
+	// line is what a program that could not start has to say.
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	cmd.Stderr = stderrW
 	// The program stays in this process's group: a stop or kill of the
 	// worker's group reaches every thread of the library.
-	if err := spawn.Start(cmd, false); err != nil {
+	err = spawn.Start(cmd, false)
+	stderrW.Close()
+	if err != nil {
+		stderr.Close()
 		return nil, &Violation{Slot: o.Slot, Rule: RuleStart, Detail: fmt.Sprintf("command %q does not start: %v", strings.Join(o.Command, " "), err)}
 	}
 	p := &proc{
 		slot: o.Slot, cmd: cmd, stdin: stdin, replies: make(chan message, 1), dead: make(chan struct{}),
 		exited: make(chan struct{}), parkChange: make(chan struct{}, 1), lock: l,
 	}
-	go l.log.copy(stderr)
+	l.log.restart()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		defer stderr.Close()
+		l.log.copy(stderr)
+	}()
 	go p.read(stdout)
 	go p.reap()
 
@@ -220,13 +233,31 @@ func (l *Lock) start(process int) (*proc, error) {
 	}
 	if err != nil {
 		p.kill()
-		return nil, err
+		return nil, withLastLine(err, l.log, copied)
 	}
 	l.decl = Declaration{Library: *reply.Library, Version: *reply.Version, Failpoints: reply.FPs}
 	if reply.Supports != nil {
 		l.decl.Supports = *reply.Supports
 	}
 	return p, nil
+}
+
+// withLastLine adds the last line the program wrote to its stderr to err,
+// a start that failed, once its stderr is read to the end (or after a
+// second: a child of the program may keep it open).
+func withLastLine(err error, log *stderrLog, copied <-chan struct{}) error {
+	select {
+	case <-copied:
+	case <-time.After(time.Second):
+	}
+	line := log.lastLine()
+	var v *Violation
+	if line == "" || !errors.As(err, &v) {
+		return err
+	}
+	with := *v
+	with.Detail += fmt.Sprintf("; its last line on stderr: %q", line)
+	return &with
 }
 
 // call sends req and waits for its reply within the operation timeout. A

@@ -225,3 +225,28 @@ func TestDeathBetweenOperations(t *testing.T) {
 	_, err = l.Acquire(bg, "k3")
 	assert.NoError(t, err, "started again")
 }
+
+// A program that dies in init, or never answers it, is refused with the
+// last line it wrote to its stderr: for a missing module, the one line
+// its user needs.
+func TestFailedInitQuotesTheLastStderrLine(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	for _, mode := range []struct{ name, line string }{
+		{"dieinit", `ModuleNotFoundError: No module named 'nosuchlib'`},
+		{"hanginit", `connecting to redis at 127.0.0.1:1...`},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "started")
+			require.NoError(t, os.WriteFile(marker, nil, 0o644)) // not the first start
+			_, err := Open(Options{
+				Command: []string{python, filepath.Join("testdata", "broken.py"), mode.name, marker},
+				Slot:    "c0", InitTimeout: time.Second, LogPath: filepath.Join(t.TempDir(), "c0.log"),
+			})
+			var v *Violation
+			require.ErrorAs(t, err, &v)
+			assert.Contains(t, v.Error(), fmt.Sprintf("its last line on stderr: %q", mode.line))
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package program
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -22,7 +23,13 @@ type stderrLog struct {
 	full   bool     // the ring has wrapped
 	cutOff int64    // bytes past the head, kept in the ring or dropped
 	closed bool
+	// line is the end of what the program wrote since its latest start,
+	// for lastLine: the line being written, and the one before it.
+	line, prev []byte
 }
+
+// lineKeep bounds the last line kept for a message.
+const lineKeep = 300
 
 func openStderrLog(path string) (*stderrLog, error) {
 	l := &stderrLog{}
@@ -54,6 +61,7 @@ func (l *stderrLog) copy(r io.Reader) {
 func (l *stderrLog) write(b []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.keepLine(b)
 	if room := StderrKeep - l.head; room > 0 {
 		n := min(int64(len(b)), room)
 		if l.f != nil && !l.closed {
@@ -113,4 +121,45 @@ func (l *stderrLog) Close() error {
 		l.f.Write(kept) //nolint:errcheck
 	}
 	return l.f.Close()
+}
+
+// keepLine follows the last line of b. l.mu is held.
+func (l *stderrLog) keepLine(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			l.line = appendKept(l.line, b)
+			return
+		}
+		if l.line = appendKept(l.line, b[:i]); len(bytes.TrimSpace(l.line)) > 0 {
+			l.prev, l.line = l.line, nil
+		} else {
+			l.line = l.line[:0]
+		}
+		b = b[i+1:]
+	}
+}
+
+func appendKept(line, b []byte) []byte {
+	return append(line, b[:min(len(b), max(0, lineKeep-len(line)))]...)
+}
+
+// restart forgets the last line: what a new start of the program writes
+// is its own.
+func (l *stderrLog) restart() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.line, l.prev = nil, nil
+}
+
+// lastLine is the last line the program wrote to its stderr since its
+// latest start that is not blank ("" if none): for a program that could
+// not start (a missing module), the one line its user needs.
+func (l *stderrLog) lastLine() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t := bytes.TrimSpace(l.line); len(t) > 0 {
+		return string(t)
+	}
+	return string(bytes.TrimSpace(l.prev))
 }

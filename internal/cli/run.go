@@ -365,9 +365,17 @@ func parsePause(s string) (workloads.Distribution, error) {
 func runAndCheck(ctx context.Context, cfg harness.Config, check dirCheck, opts checker.Options, summary, progress io.Writer) (harness.Outcome, checker.Validity, error) {
 	out, runErr := harness.Run(ctx, cfg)
 	clearProgress(progress)
-	var startInterrupted *harness.StartInterrupted
+	var (
+		startInterrupted *harness.StartInterrupted
+		notStarted       *harness.ClientsNotStarted
+	)
 	if out.Dir == "" || errors.As(runErr, &startInterrupted) {
 		return out, checker.Unknown, runErr // nothing ran: nothing to check
+	}
+	if errors.As(runErr, &notStarted) {
+		// The workload never began: the program's own words are the
+		// message, and its logs are in the run directory.
+		return out, checker.Unknown, fmt.Errorf("%v (logs in %s)", runErr, notStarted.Logs)
 	}
 	var refused *harness.Refused
 	if errors.As(runErr, &refused) {

@@ -10,10 +10,12 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/results"
 	"github.com/lockcheck/lockcheck/scenario"
 	"github.com/lockcheck/lockcheck/scenario/repro"
@@ -55,10 +57,12 @@ func newScenarioListCmd() *cobra.Command {
 
 func newScenarioRunCmd() *cobra.Command {
 	var (
-		all      bool
-		file     string
-		out      string
-		programs = catalog.Programs{}
+		all  bool
+		file string
+		out  string
+		// initTimeout is --client-init-timeout.
+		initTimeout time.Duration
+		programs    = catalog.Programs{}
 		// runtimeParams gives --runtime and the images as run params.
 		runtimeParams func() (map[string]string, error)
 		// files and runParams are what PreRunE read.
@@ -79,6 +83,11 @@ that failed, which lockcheck shrink RUN_DIR starts from.`,
 		PreRunE: func(cmd *cobra.Command, names []string) (err error) {
 			if files, err = pickScenarios(names, all, file); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("client-init-timeout") {
+				if err := setClientInitTimeout(files, initTimeout); err != nil {
+					return err
+				}
 			}
 			if runParams, err = runtimeParams(); err != nil {
 				return err
@@ -113,9 +122,30 @@ that failed, which lockcheck shrink RUN_DIR starts from.`,
 	cmd.Flags().BoolVar(&all, "all", false, "run every shipped scenario")
 	cmd.Flags().StringVar(&file, "file", "", "run the scenario in this YAML file")
 	cmd.Flags().StringVar(&out, "out", "store", "directory that holds run directories")
+	cmd.Flags().DurationVar(&initTimeout, "client-init-timeout", program.DefaultInitTimeout, "for a scenario with a client program: how long the program may take to answer init, instead of its client.init_timeout (an interpreter importing its library takes a second; a JVM longer on a loaded machine)")
 	programFlags(cmd.Flags(), programs)
 	runtimeParams = runtimeFlags(cmd.Flags())
 	return cmd
+}
+
+// setClientInitTimeout gives d to the client program of every scenario
+// of files that has one; none having one is a mistake worth a line.
+func setClientInitTimeout(files []*scenario.File, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--client-init-timeout %s: give how long a program may take to answer init, such as 30s", d)
+	}
+	some := false
+	for _, f := range files {
+		has, err := f.SetClientInitTimeout(d)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", f.Name, err)
+		}
+		some = some || has
+	}
+	if !some {
+		return errors.New("--client-init-timeout: none of these scenarios tests a client program (client: in its file)")
+	}
+	return nil
 }
 
 func pickScenarios(names []string, all bool, file string) ([]*scenario.File, error) {

@@ -7,6 +7,20 @@ import time
 
 mode = sys.argv[1]
 held = {}
+if mode in ("dieinit", "hanginit"):
+    # The first start (the harness's probe) works; every later one does
+    # not: it dies as a missing module would, or never answers init.
+    import os
+    marker = sys.argv[2]
+    if os.path.exists(marker):
+        if mode == "hanginit":
+            sys.stderr.write("connecting to redis at 127.0.0.1:1...\n")
+            sys.stderr.flush()
+            time.sleep(600)
+        sys.stderr.write("Traceback (most recent call last):\n  File \"lock.py\", line 3\n")
+        sys.stderr.write("ModuleNotFoundError: No module named 'nosuchlib'\n")
+        sys.exit(1)
+    open(marker, "w").close()
 n = 0
 
 
