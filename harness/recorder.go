@@ -36,6 +36,9 @@ type recorder struct {
 	// (nemesis.Failovers), whoever reported it: the watcher of the
 	// service, or a fault that promoted a standby.
 	failover atomic.Int64
+	// longestLease is the longest lease a grant or an extend reported
+	// (ttl_ms, in ms): a soak's boundary waits it out.
+	longestLease atomic.Int64
 
 	// stopped is closed at the first failed write, err says which.
 	stopped chan struct{}
@@ -71,6 +74,13 @@ func (r *recorder) append(e history.Event) {
 		r.grants.Add(1)
 	case e.Type == history.Fail && e.F == history.FAcquire && e.Value != nil && e.Value.Refused:
 		r.refusals.Add(1)
+	}
+	if e.Type == history.OK && (e.F == history.FAcquire || e.F == history.FExtend) && e.Value != nil {
+		for ms := e.Value.TTLms; ms > r.longestLease.Load(); {
+			if r.longestLease.CompareAndSwap(r.longestLease.Load(), ms) {
+				break
+			}
+		}
 	}
 	r.mu.Lock()
 	_, err := r.hist.Append(e)

@@ -39,10 +39,12 @@ func (r *run) nextSegment(ctx context.Context, n int) (string, func(), error) {
 	// the backend granted of its last renewal, which came before the
 	// client parked or died: its last acquire or extend, or a session's
 	// keepalive. The granted lease, not the TTL asked for: etcd grants 1s
-	// for 500ms; its latest end allows a tenth of it, and 10ms, for the
+	// for 500ms, a library may take its own (the longest a grant or extend
+	// reported); its latest end allows a tenth of it, and 10ms, for the
 	// service's expiry ticks on a busy machine.
 	parked := history.Now()
-	_, ends := history.LeaseEnds(parked, parked, r.cfg.Lease, r.cfg.Lease/10+10*time.Millisecond)
+	lease := max(r.cfg.Lease, time.Duration(r.rec.longestLease.Load())*time.Millisecond)
+	_, ends := history.LeaseEnds(parked, parked, lease, lease/10+10*time.Millisecond)
 	select {
 	case <-ctx.Done():
 		return "", nil, ctx.Err()

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
@@ -71,6 +72,9 @@ type worker struct {
 	// grantNodes are the nodes that granted it (a multi-node lock's).
 	grantInvoke, grantOK int64
 	grantNodes           []string
+	// lease is the lease the latest grant reported (its ttl_ms), renewed
+	// by its extends: a library may take another than the run asked.
+	lease time.Duration
 	// emptyRelease is when the latest release that deleted nothing
 	// completed, on the history's clock.
 	emptyRelease int64
@@ -108,6 +112,14 @@ func (w *worker) Grant() (invoke, ok int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.grantInvoke, w.grantOK
+}
+
+// GrantedLease implements nemesis.LeaseGranted: the lease of the latest
+// grant as the lock reported it, renewed by its extends; 0 if it said none.
+func (w *worker) GrantedLease() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lease
 }
 
 type parkWaiter struct {
@@ -268,8 +280,15 @@ func (w *worker) observe(m workerproc.Message) *history.Event {
 		}
 		w.pending = nil
 		w.holding[e.Key] = true
+		w.lease = 0
 		if e.Value != nil {
 			w.session = e.Value.Session
+			w.lease = time.Duration(e.Value.TTLms) * time.Millisecond
+		}
+	case e.Type == history.OK && e.F == history.FExtend:
+		w.pending = nil
+		if v := e.Value; v != nil && v.Accepted != nil && *v.Accepted && v.TTLms > 0 {
+			w.lease = time.Duration(v.TTLms) * time.Millisecond
 		}
 	case e.Type == history.OK && e.F == history.FRelease:
 		w.pending = nil

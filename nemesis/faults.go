@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -29,15 +30,15 @@ func PauseHolder(ctx context.Context, env *Env) (Landing, error) {
 	if err != nil || c == nil {
 		return missed("no client held the lock and reached its write within %s", env.Patience), err
 	}
+	lease := leaseOf(env, c)
 	held, err := stopFor(ctx, env, c, env.Pause, history.Value{Failpoint: workloads.FailpointBeforeWrite}, leave)
 	if err != nil {
 		return Landing{}, err
 	}
-	if held < env.TTL {
-		return missed("%s was stopped %s after its lease check, less than its %s TTL: its lease had not run out when it wrote",
-			c.Name(), held.Round(time.Millisecond), env.TTL), nil
+	if held < lease {
+		return missed("%s: its lease had not run out when it wrote", leaseOutlived(c, lease, held)), nil
 	}
-	l := landed("%s was stopped after its lease check for %s, past its %s TTL", c.Name(), held.Round(time.Millisecond), env.TTL)
+	l := landed("%s was stopped after its lease check for %s, past its %s lease", c.Name(), held.Round(time.Millisecond), lease)
 	if held+5*time.Millisecond < env.Pause {
 		l.Why += "; " + cutShortBy(held, env.Pause)
 	}
@@ -51,7 +52,24 @@ func PauseClient(ctx context.Context, env *Env) (Landing, error) {
 		return missed("no client was running"), nil
 	}
 	c := clients[env.Rand.IntN(len(clients))]
-	return pauseFor(ctx, env, c)
+	holding, lease := holds(env, c), leaseOf(env, c)
+	held, err := stopFor(ctx, env, c, env.Pause, history.Value{}, nil)
+	if err != nil {
+		return Landing{}, err
+	}
+	l := heldFor(env, c, c.Name()+" was stopped", held, env.Pause)
+	if l.Landed && holding && held < lease {
+		// A holder stopped for less than its lease wakes up with the lock
+		// still its own: nothing was tested.
+		return missed("%s", leaseOutlived(c, lease, held)), nil
+	}
+	return l, nil
+}
+
+// leaseOutlived says that c's lease outlasted its stop of held: the
+// granted lease is what a pause must outlive, whatever the run asked.
+func leaseOutlived(c Target, lease, held time.Duration) string {
+	return fmt.Sprintf("%s's lease was %s, the pause %s", c.Name(), lease, held.Round(time.Millisecond))
 }
 
 // PauseNode stops a random node of the lock service for env.Pause.
@@ -69,7 +87,7 @@ func pauseFor(ctx context.Context, env *Env, t Target) (Landing, error) {
 	if err != nil {
 		return Landing{}, err
 	}
-	return heldFor(env, t, held, env.Pause), nil
+	return heldFor(env, t, t.Name()+" was stopped", held, env.Pause), nil
 }
 
 // KillClient kills a client inside its critical section. Where the backend

@@ -165,12 +165,13 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	// inside A's lease. A client that cannot say when it asked was granted
 	// just before it reached the failpoint; a fifth of the TTL covers its
 	// acquire (it waited out the stopped nodes' timeout, a tenth of the TTL).
+	lease := leaseOf(env, a) // the lease a was granted, as its lock reported it
 	granted, now := time.Now(), history.Now()
-	guessed, _ := history.LeaseEnds(now, now, env.TTL, env.TTL/5)
+	guessed, _ := history.LeaseEnds(now, now, lease, lease/5)
 	leaseEnd, ends := granted.Add(time.Duration(guessed-now)), int64(0)
 	if gt, ok := a.(GrantTimes); ok {
 		if invoke, _ := gt.Grant(); invoke > 0 {
-			ends, _ = history.LeaseEnds(invoke, invoke, env.TTL, history.ClockAllowance(env.TTL))
+			ends, _ = history.LeaseEnds(invoke, invoke, lease, history.ClockAllowance(lease))
 			leaseEnd = time.Now().Add(time.Duration(ends - history.Now()))
 		}
 	}
@@ -190,15 +191,15 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	}
 	if b != nil {
 		return landed("%s was granted the lock %s after %s, within %s's %s lease", b.Name(),
-			seen.Sub(granted).Round(time.Millisecond), a.Name(), a.Name(), env.TTL), nil
+			seen.Sub(granted).Round(time.Millisecond), a.Name(), a.Name(), lease), nil
 	}
 	if ctx.Err() != nil {
 		return missed("the run ended while %s held the lock", a.Name()), nil
 	}
 	up := waitBack()
-	if minorityDelay >= env.TTL {
+	if minorityDelay >= lease {
 		return landed("the nodes stayed down %s, past %s's %s lease: the documented mitigation is what was tested",
-			up.Sub(killedAt).Round(time.Millisecond), a.Name(), env.TTL), nil
+			up.Sub(killedAt).Round(time.Millisecond), a.Name(), lease), nil
 	}
 	if up.After(leaseEnd) {
 		return missed("the minority came back %s after the kill; %s's lease had %s left; a --ttl of at least %s would let a second client in within it",
@@ -214,6 +215,26 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 // lease as the checker will: from the acquire's invoke.
 type GrantTimes interface {
 	Grant() (invoke, ok int64)
+}
+
+// LeaseGranted is a client that says the lease of its latest grant as
+// the lock reported it (acquire's ttl_ms, renewed by its extends), so that
+// a fault judged against a lease reads the lease the library was granted,
+// never the TTL the run asked for: a library may ask for its own (60 s).
+type LeaseGranted interface {
+	GrantedLease() time.Duration
+}
+
+// leaseOf is the lease t's latest grant reported, or env.TTL, the lease
+// the backend grants for the TTL asked, when t says none (a node, a lock
+// whose grant lasts until it is released).
+func leaseOf(env *Env, t Target) time.Duration {
+	if g, ok := t.(LeaseGranted); ok {
+		if d := g.GrantedLease(); d > 0 {
+			return d
+		}
+	}
+	return env.TTL
 }
 
 // SmallestTTL is the shortest lease within which a second client can be

@@ -61,5 +61,5 @@ func PauseNodes(ctx context.Context, env *Env) (Landing, error) {
 	sleepCtx(ctx, env.Pause)
 	held := time.Since(stopped)
 	h.heal()
-	return heldFor(env, h.order[0], held, env.Pause), nil
+	return heldFor(env, h.order[0], h.order[0].Name()+" was stopped", held, env.Pause), nil
 }

@@ -208,32 +208,48 @@ func doAction(ctx context.Context, env *Env, a Action, pauses *sync.WaitGroup) (
 		}
 		return Landing{}, fmt.Errorf("no target %q in this run", a.Target)
 	}
-	l, err := act(ctx, env, a, t, pauses)
+	at := ""
+	if leave != nil && a.When.Client == a.Target && a.When.Reaches != MomentBareMajority {
+		at = a.When.Reaches // the target is held at this failpoint
+	}
+	l, err := act(ctx, env, a, t, at, pauses)
 	if leave != nil {
 		leave() // after the fault: a stopped client reads it once continued
 	}
 	return l, err
 }
 
-// act does one action to t. A timed pause returns a landing with no reason:
-// its goroutine records the landing once the pause is over.
-func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGroup) (Landing, error) {
+// act does one action to t, held at failpoint at if that is set. A timed
+// pause returns a landing with no reason: its goroutine records the
+// landing once the pause is over.
+func act(ctx context.Context, env *Env, a Action, t Target, at string, pauses *sync.WaitGroup) (Landing, error) {
 	switch a.Do {
 	case "pause":
-		pid, err := stop(env, t, history.Value{DurationMs: a.For.Milliseconds()})
+		what := t.Name() + " was stopped"
+		if at != "" {
+			what += " at " + at
+		}
+		// A holder stopped at a failpoint is judged as pause-holder's is:
+		// by the lease its lock reported, which the stop must outlive.
+		c, isClient := t.(Client)
+		holding, lease := at != "" && isClient && holds(env, c), leaseOf(env, t)
+		pid, err := stop(env, t, history.Value{DurationMs: a.For.Milliseconds(), Failpoint: at})
 		if err != nil {
 			return Landing{}, err
 		}
 		if a.For <= 0 {
-			return landed("%s was stopped until resumed", t.Name()), nil
+			return landed("%s until resumed", what), nil
 		}
 		return endAfter(ctx, env, a, pauses, func(held time.Duration) (Landing, error) {
 			cont(env, t, pid) //nolint:errcheck // the harness continues everything at the end anyway
-			l := heldFor(env, t, held, a.For)
+			l := heldFor(env, t, what, held, a.For)
 			if !l.Landed && ctx.Err() != nil {
 				// A script's pause is an exact timeline: stopped until the
 				// run ended is as stopped as the run allowed.
-				l = landed("%s was stopped %s, until the run ended (%s asked)", t.Name(), held.Round(time.Millisecond), a.For)
+				l = landed("%s %s, until the run ended (%s asked)", what, held.Round(time.Millisecond), a.For)
+			}
+			if l.Landed && holding && held < lease {
+				l = missed("%s", leaseOutlived(t, lease, held))
 			}
 			return l, nil
 		})
@@ -245,6 +261,9 @@ func act(ctx context.Context, env *Env, a Action, t Target, pauses *sync.WaitGro
 		var v history.Value
 		if a.When != nil && a.When.Client == a.Target {
 			v.Failpoint = a.When.Reaches
+		}
+		if at != "" {
+			return landed("%s was killed at %s", t.Name(), at), kill(env, t, v)
 		}
 		return landed("%s was killed", t.Name()), kill(env, t, v)
 	case "restart":
@@ -411,7 +430,7 @@ func grantedInFailover(env *Env, c Client, switched int64) bool {
 		return false
 	}
 	invoke, granted := gt.Grant()
-	return invoke >= switched && granted-switched <= int64(env.TTL) && holds(env, c)
+	return invoke >= switched && granted-switched <= int64(leaseOf(env, c)) && holds(env, c)
 }
 
 // pollUntil checks cond every 2ms (a client holds the lock for its think
@@ -475,11 +494,12 @@ func awaitBareMajority(ctx context.Context, env *Env, c Client, node string) (fu
 func leaseLeft(env *Env, c Client) time.Duration {
 	if gt, ok := c.(GrantTimes); ok {
 		if invoke, _ := gt.Grant(); invoke > 0 {
-			ends, _ := history.LeaseEnds(invoke, invoke, env.TTL, history.ClockAllowance(env.TTL))
+			lease := leaseOf(env, c)
+			ends, _ := history.LeaseEnds(invoke, invoke, lease, history.ClockAllowance(lease))
 			return time.Duration(ends - history.Now())
 		}
 	}
-	return env.TTL / 2
+	return leaseOf(env, c) / 2
 }
 
 // onBareMajority says whether client c holds a lock right now granted by a

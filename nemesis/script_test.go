@@ -184,3 +184,42 @@ func TestScriptWaitsForAGrantDuringAFailover(t *testing.T) {
 		})
 	}
 }
+
+// leasingClient holds the lock with a lease of its own, as its lock
+// reported it.
+type leasingClient struct {
+	fakeClient
+	lease time.Duration
+}
+
+func (c *leasingClient) GrantedLease() time.Duration { return c.lease }
+
+// A scripted stop at a client's failpoint is recorded as pause-holder's
+// is (the pause names the failpoint, the landing says "stopped at"), and
+// is judged by the lease the holder's lock reported, not the run's TTL: a
+// stop shorter than that lease did not land.
+func TestScriptStopAtAFailpointIsJudgedByTheGrantedLease(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		lease  time.Duration
+		landed bool
+		why    string
+	}{
+		{"a lease the stop outlives", 20 * time.Millisecond, true, `^c0 was stopped at before-renew for \d+ms$`},
+		{"a library's own long lease", time.Minute, false, `^c0's lease was 1m0s, the pause \d+ms$`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &leasingClient{fakeClient: fakeClient{fakeTarget: fakeTarget{name: "c0", pid: 1000}}, lease: tt.lease}
+			targets := &fakeTargets{clients: []Client{c}, holders: func() []Client { return []Client{c} }}
+			rec := &recorder{}
+			script := []Action{{When: &Trigger{Client: "c0", Reaches: "before-renew"}, Do: "pause", Target: "c0", For: 60 * time.Millisecond}}
+			require.NoError(t, RunScript(context.Background(), script, time.Now(), baseEnv(targets, rec)))
+			verbs, events := rec.list()
+			require.Equal(t, []string{history.NemPause, history.NemResume, history.NemLanding}, verbs)
+			assert.Equal(t, "before-renew", events[0].Failpoint, "the pause names the failpoint it was aimed at")
+			require.NotNil(t, events[2].Landed)
+			assert.Equal(t, tt.landed, *events[2].Landed)
+			assert.Regexp(t, tt.why, events[2].Detail)
+		})
+	}
+}

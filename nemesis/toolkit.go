@@ -74,15 +74,16 @@ func stopFor(ctx context.Context, env *Env, t Target, d time.Duration, v history
 }
 
 // heldFor says whether a stop of held lasted the asked d (a few
-// milliseconds of timer slack aside), and if not, why.
-func heldFor(env *Env, t Target, held, d time.Duration) Landing {
+// milliseconds of timer slack aside), and if not, why. what says what
+// was stopped ("c0 was stopped", "c0 was stopped at before-renew").
+func heldFor(env *Env, t Target, what string, held, d time.Duration) Landing {
 	if held+5*time.Millisecond < d {
-		if l, ok := cutShort(env, t.Name()+" was stopped", held, d); ok {
+		if l, ok := cutShortWithin(leaseOf(env, t), what, held, d); ok {
 			return l
 		}
-		return missed("%s was stopped %s of the %s asked: the run ended first", t.Name(), held.Round(time.Millisecond), d)
+		return missed("%s %s of the %s asked: the run ended first", what, held.Round(time.Millisecond), d)
 	}
-	return landed("%s was stopped for %s", t.Name(), held.Round(time.Millisecond))
+	return landed("%s for %s", what, held.Round(time.Millisecond))
 }
 
 // cutShort is the landing of a fault that lasts, which the end of the run
@@ -93,7 +94,13 @@ func heldFor(env *Env, t Target, held, d time.Duration) Landing {
 // is false when it had not lasted that long: it missed, the caller says
 // how.
 func cutShort(env *Env, what string, held, d time.Duration) (Landing, bool) {
-	if held < env.TTL {
+	return cutShortWithin(env.TTL, what, held, d)
+}
+
+// cutShortWithin is cutShort for a fault whose moment is a lease of its
+// own: a client's, as its lock reported it (leaseOf).
+func cutShortWithin(lease time.Duration, what string, held, d time.Duration) (Landing, bool) {
+	if held < lease {
 		return Landing{}, false
 	}
 	return landed("%s, %s", what, cutShortBy(held, d)), true

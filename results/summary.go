@@ -28,6 +28,9 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	if line := LandingLine(res.FaultLanding); line != "" {
 		fmt.Fprintln(w, line)
 	}
+	if line := LeaseLine(h); line != "" {
+		fmt.Fprintln(w, line)
+	}
 	for _, st := range checkStatuses(cfg, res, spanOf(h, res).Start) {
 		fmt.Fprintf(w, "%-17s %s (%s)\n", st.Title, word(st.Outcome), st.Numbers)
 	}

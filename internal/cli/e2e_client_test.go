@@ -177,3 +177,23 @@ func TestReadmeClientConforms(t *testing.T) {
 	inv := lockcheck("client", "check", "--client", "/usr/bin/python3 "+script, "--client-name", "readme", "--topology", "redis")
 	assert.Equal(t, exitValid, inv.code, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
 }
+
+// A library that takes a lease of its own (the Go client with -lease 3s,
+// as python-etcd3 takes 60 s) is judged by the lease it was granted, not
+// by --ttl: under pause-holder with the default pause (twice the 500ms
+// asked) no pause outlives a lease, so the run is unknown and says whose
+// lease was how long; a pause longer than the lease granted lands.
+func TestPauseHolderIsJudgedByTheLeaseTheLibraryWasGranted(t *testing.T) {
+	bin := goClient(t)
+	inv, res, _ := runMayMiss(t, "--client", bin+" -lease 3s", "--client-name", "lease3s", "--nemesis", "pause-holder", "--ttl", "500ms", "--time-limit", "6s")
+	require.Positive(t, res.FaultLanding.Injected, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	assert.Equal(t, exitUnknown, inv.code, "stdout:\n%s", inv.stdout)
+	assert.Zero(t, res.FaultLanding.Landed)
+	assert.Contains(t, res.Reason, "No fault landed")
+	assert.Regexp(t, `c\d's lease was 3s, the pause 1(\.\d+)?s`, res.FaultLanding.Missed)
+	assert.Contains(t, inv.stdout, "leases granted: 3s, not the 500ms --ttl asked")
+
+	inv, res, _ = runMayMiss(t, "--client", bin+" -lease 3s", "--client-name", "lease3s", "--nemesis", "pause-holder", "--ttl", "500ms", "--pause", "4s", "--time-limit", "9s")
+	require.Positive(t, res.FaultLanding.Landed, "a 4s pause outlives the 3s lease: stdout:\n%s", inv.stdout)
+	assert.Equal(t, exitInvalid, inv.code, "the holder's lease ran out under the pause, unfenced: stdout:\n%s", inv.stdout)
+}

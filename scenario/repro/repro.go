@@ -186,7 +186,7 @@ func onlyLinearizability(h *history.History, res *checker.Result) bool {
 // an anomaly, or up to a lease before it, in order. Faults the service made
 // itself (a promotion) belong to no step and are left to it.
 func steps(h *history.History, res *checker.Result) []int {
-	ttl := h.Header.Config.TTLms * int64(time.Millisecond)
+	ttl := int64(grantedLease(h))
 	var out []int
 	for _, a := range anomalies(res, ttl, onlyLinearizability(h, res)) {
 		for _, f := range res.Faults {
@@ -211,6 +211,27 @@ func steps(h *history.History, res *checker.Result) []int {
 	return out
 }
 
+// grantedLease is the lease the reproduction's timings are measured in:
+// the longest a grant of the run reported (a library may take its own,
+// python-etcd3 60 s), else the lease the backend grants for the run's
+// --ttl, else the TTL asked.
+func grantedLease(h *history.History) time.Duration {
+	var longest int64
+	for _, e := range h.Events {
+		if e.Type == history.OK && e.F == history.FAcquire && e.Value != nil {
+			longest = max(longest, e.Value.TTLms)
+		}
+	}
+	switch cfg := h.Header.Config; {
+	case longest > 0:
+		return time.Duration(longest) * time.Millisecond
+	case cfg.LeaseMs > 0:
+		return time.Duration(cfg.LeaseMs) * time.Millisecond
+	default:
+		return time.Duration(cfg.TTLms) * time.Millisecond
+	}
+}
+
 // lastFenceAnomaly is when the last fence regression or duplicate was
 // seen, 0 when none was.
 func lastFenceAnomaly(res *checker.Result) int64 {
@@ -226,7 +247,7 @@ func lastFenceAnomaly(res *checker.Result) int64 {
 // write, the next grants), within the run's own time limit.
 func timeLimit(h *history.History, res *checker.Result, tl []scenario.Step) time.Duration {
 	cfg := h.Header.Config
-	ttl := time.Duration(cfg.TTLms) * time.Millisecond
+	ttl := grantedLease(h)
 	origin := workloadStart(h)
 	end := time.Duration(0)
 	for _, a := range anomalies(res, int64(ttl), onlyLinearizability(h, res)) {
@@ -250,7 +271,7 @@ func timeLimit(h *history.History, res *checker.Result, tl []scenario.Step) time
 func timeline(h *history.History, res *checker.Result, chosen []int) []scenario.Step {
 	cfg := h.Header.Config
 	origin := workloadStart(h)
-	ttl := time.Duration(cfg.TTLms) * time.Millisecond
+	ttl := grantedLease(h)
 	byStep := map[int][]history.Event{}
 	fault := map[int]string{}
 	for _, e := range h.Events {

@@ -73,6 +73,7 @@ func (e protoError) Error() string { return e.text }
 type client struct {
 	rdb      *redis.Client
 	ttl      time.Duration
+	lease    time.Duration // -lease: the library's own, whatever init asks
 	timeout  time.Duration
 	watchdog bool
 	fence    bool
@@ -90,10 +91,11 @@ type client struct {
 func main() {
 	watchdog := flag.Bool("watchdog", false, "renew each lease every TTL/3 until its release, and report renewed")
 	noFence := flag.Bool("nofence", false, "declare no fence (supports.fence false) and send none")
+	lease := flag.Duration("lease", 0, "take leases of this length whatever init's ttl_ms asks, as a library with a default of its own does (python-etcd3: 60s); 0: init's")
 	flag.Parse()
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64<<10), 1<<20)
-	c := &client{watchdog: *watchdog, fence: !*noFence, parked: map[int64]chan struct{}{}, renewal: map[string]chan struct{}{}}
+	c := &client{watchdog: *watchdog, fence: !*noFence, lease: *lease, parked: map[int64]chan struct{}{}, renewal: map[string]chan struct{}{}}
 	for in.Scan() {
 		var req message
 		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
@@ -147,6 +149,9 @@ func (c *client) handle(req message) (map[string]any, error) {
 			return nil, protoError{codeNotSupported, fmt.Sprintf("this recipe runs on one Redis, not on %d addresses", len(req.Addrs))}
 		}
 		c.ttl = time.Duration(req.TTLms) * time.Millisecond
+		if c.lease > 0 {
+			c.ttl = c.lease
+		}
 		c.timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 		c.aimed = req.Failpoints
 		c.rdb = redis.NewClient(&redis.Options{
