@@ -168,10 +168,16 @@ func (f *File) leaseFaultPhrase(fault checker.Fault, v checker.LeaseViolation) s
 
 // nodes is how many nodes the scenario's service has.
 func (f *File) nodes() int {
-	if f.target.Nodes == nil {
+	b := f.target
+	if b.Nodes == nil {
+		// A scenario built in code rather than parsed names a backend
+		// of the catalog.
+		b, _, _ = catalog.Lookup(f.Backend, f.Variant)
+	}
+	if b.Nodes == nil {
 		return 0
 	}
-	return len(f.target.Nodes(catalog.Programs{}, f.Params))
+	return len(b.Nodes(catalog.Programs{}, f.Params))
 }
 
 // signed writes a duration with its sign: "+20s", "-2s".

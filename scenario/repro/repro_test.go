@@ -38,7 +38,7 @@ func failingRun() (*history.History, *checker.Result) {
 	h := &history.History{
 		Header: history.Header{StartTime: t0 - 300*ms, Config: history.RunConfig{
 			Backend: "redis", Variant: "correct", Workload: "unfenced", Nemesis: []string{"pause-holder"},
-			Clients: 3, TTLms: 500, TimeLimitMs: 10_000, Think: "20ms", Params: map[string]string{"k": "v"},
+			Clients: 3, TTLms: 500, TimeLimitMs: 10_000, Think: "20ms", Params: map[string]string{"skew": "20s"},
 			CommandLine: []string{"lockcheck", "run", "--nemesis", "pause-holder"},
 		}},
 		Events: []history.Event{
@@ -83,7 +83,7 @@ func TestFromRunRoundTrips(t *testing.T) {
 	assert.Equal(t, 500*time.Millisecond, f.TTL.D())
 	assert.Equal(t, 3, f.Clients)
 	assert.Equal(t, 8002*time.Millisecond, f.TimeLimit.D(), "four leases and a second after the lost update at 5.002s")
-	assert.Equal(t, map[string]string{"k": "v"}, f.Params)
+	assert.Equal(t, map[string]string{"skew": "20s"}, f.Params)
 	assert.Equal(t, "false", f.Expect.Verdict)
 	assert.ElementsMatch(t, []string{"double_ownership", "resource"}, f.Expect.Fail)
 	assert.Equal(t, ">= 1", f.Expect.Landed)
@@ -187,7 +187,7 @@ func redlockRun() (*history.History, *checker.Result) {
 	h := &history.History{
 		Header: history.Header{StartTime: t0 - 300*ms, Config: history.RunConfig{
 			Backend: "redlock", Variant: "correct", Workload: "unfenced", Nemesis: []string{"kill-restart", "clock-skew", "partition"},
-			Clients: 5, TTLms: 1000, TimeLimitMs: 30_000, Think: "20ms", Params: map[string]string{"wipe": "true", "restart_delay": "0s"},
+			Clients: 5, TTLms: 1000, TimeLimitMs: 30_000, Think: "20ms", Params: map[string]string{"wipe": "true", "restart-delay": "0s"},
 		}},
 		Events: []history.Event{
 			{Time: t0, Process: 0, Type: history.Invoke, F: "acquire", Key: "k0"},
