@@ -161,7 +161,7 @@ func TestCatalogue(t *testing.T) {
 	out := t.TempDir()
 	for _, f := range all {
 		t.Run(f.Name, func(t *testing.T) {
-			if _, err := harness.Preflight(f.Config(out, catalog.Programs{}, nil)); err != nil {
+			if _, err := f.Plan(out, catalog.Programs{}, nil); err != nil {
 				t.Fatalf("cannot run %s here: %v (run scripts/setup)", f.Name, err)
 			}
 			o, err := Run(context.Background(), f, out, catalog.Programs{}, nil)
@@ -362,7 +362,7 @@ func TestStepsNeedWhatTheRunOffers(t *testing.T) {
 		want                string
 	}{
 		{"failover grant on sentinel", "sentinel", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, ""},
-		{"failover grant on redis", "redis", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, `line 7: when: moment "failover-grant" needs a service that fails over by itself`},
+		{"failover grant on redis", "redis", "when: {client: any, reaches: failover-grant}\n    do: pause\n    target: c0", nil, "step 1 (pause c0) needs a service that fails over by itself"},
 		{"partition behind proxies", "redis", "do: partition\n    target: c0\n    links: [redis-0]\n    for: 1s", nil, ""},
 		{"partition with no proxies", "redis", "do: partition\n    target: c0\n    links: [redis-0]\n    for: 1s", map[string]string{harness.ParamNetwork: harness.NetworkDirect}, "step 1 (partition c0) needs links between clients and nodes that lockcheck can cut"},
 	}

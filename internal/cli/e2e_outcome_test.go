@@ -251,7 +251,7 @@ func TestNegativeDurationsAreRefused(t *testing.T) {
 	var tests []badInput
 	for _, tt := range []struct{ flag, want string }{
 		{"--op-timeout=-1s", "--op-timeout=-1s: must be a positive duration"},
-		{"--pause=-1s", "--pause=-1s: must be at least 10ms (or 0 for twice the TTL)"},
+		{"--pause=-1s", `"-1s" for "--pause" flag: "-1s" is not a duration`},
 		{"--pause=1ms", "--pause=1ms: must be at least 10ms"},
 		{"--nemesis-interval=-1s", "--nemesis-interval=-1s: must be at least 100ms"},
 		{"--retry=-1s", "--retry=-1s: must be a positive duration"},
