@@ -155,15 +155,22 @@ func WriteComparison(dir string, c *Comparison) error {
 	if c.Lockcheck.Go == "" {
 		c.Lockcheck = buildinfo.Current()
 	}
-	if err := writeJSON(dir, CompareResults, c); err != nil {
+	return writeMatrixFiles(dir, CompareResults, c,
+		func(w io.Writer) error { return writeCompareJUnit(w, dir, c) },
+		CompareReport, func(w io.Writer) error { return compareTemplate.Execute(w, newCompareView(c)) })
+}
+
+// writeMatrixFiles writes the three files of a folder of many runs (a
+// comparison, a sweep): its JSON, its junit.xml and its page, each
+// atomically, in that order.
+func writeMatrixFiles(dir, jsonName string, v any, junit func(io.Writer) error, page string, render func(io.Writer) error) error {
+	if err := writeJSON(dir, jsonName, v); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(dir, JUnitFile, func(w io.Writer) error { return writeCompareJUnit(w, dir, c) }); err != nil {
+	if err := writeFileAtomic(dir, JUnitFile, junit); err != nil {
 		return err
 	}
-	return writeFileAtomic(dir, CompareReport, func(w io.Writer) error {
-		return compareTemplate.Execute(w, newCompareView(c))
-	})
+	return writeFileAtomic(dir, page, render)
 }
 
 // ReadComparison reads compare.json from a comparison folder.

@@ -239,15 +239,9 @@ func WriteSweep(dir string, s *Sweep) error {
 	s.Cells = SweepCells(s.Runs)
 	s.Frontier = Frontiers(s.Cells)
 	s.Decisions = Decisions(s.Cells)
-	if err := writeJSON(dir, SweepResults, s); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(dir, JUnitFile, func(w io.Writer) error { return writeSweepJUnit(w, dir, s) }); err != nil {
-		return err
-	}
-	return writeFileAtomic(dir, SweepReport, func(w io.Writer) error {
-		return sweepTemplate.Execute(w, newSweepView(s))
-	})
+	return writeMatrixFiles(dir, SweepResults, s,
+		func(w io.Writer) error { return writeSweepJUnit(w, dir, s) },
+		SweepReport, func(w io.Writer) error { return sweepTemplate.Execute(w, newSweepView(s)) })
 }
 
 // ReadSweep reads sweep.json from a sweep folder.
