@@ -283,7 +283,7 @@ func (r *run) startClients(service any, logDir string) error {
 		r.fleet.base.ResourceAddr = r.db.addr
 	}
 	r.env = nemesis.Env{
-		Targets: r.fleet, Record: r.rec.nemesis, Pause: cfg.Pause, Pauses: cfg.Pauses, TTL: cfg.Lease, OpTimeout: cfg.OpTimeout,
+		Targets: r.fleet, Record: r.rec.nemesis, Pause: cfg.Pause, Pauses: cfg.Pauses, Lease: cfg.Lease, OpTimeout: cfg.OpTimeout,
 		Failpoints: r.backend.Failpoints[cfg.Run.Variant], Patience: cfg.Interval,
 	}
 	r.env.Settings, _ = nemesis.ParseSettings(cfg.Run.Params) // checked by Preflight; an error leaves the defaults

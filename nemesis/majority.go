@@ -126,7 +126,7 @@ func splitMajority(ctx context.Context, env *Env, minorityDelay time.Duration, f
 	// An acquire begun before the stop may still be granted by the stopped
 	// nodes' replies; it has ended by the time the node timeout (TTL/10 by
 	// default) has passed twice.
-	settled := time.Now().Add(env.TTL / 5)
+	settled := time.Now().Add(env.Lease / 5)
 	// The stopped nodes come back whatever happens below, and the fault
 	// ends only once they are back.
 	var (
@@ -225,7 +225,7 @@ type LeaseGranted interface {
 	GrantedLease() time.Duration
 }
 
-// leaseOf is the lease t's latest grant reported, or env.TTL, the lease
+// leaseOf is the lease t's latest grant reported, or env.Lease, the lease
 // the backend grants for the TTL asked, when t says none (a node, a lock
 // whose grant lasts until it is released).
 func leaseOf(env *Env, t Target) time.Duration {
@@ -234,7 +234,7 @@ func leaseOf(env *Env, t Target) time.Duration {
 			return d
 		}
 	}
-	return env.TTL
+	return env.Lease
 }
 
 // SmallestTTL is the shortest lease within which a second client can be

@@ -79,10 +79,12 @@ type Env struct {
 	// Pauses, when not fixed, is the distribution each step draws its
 	// Pause from, with the step's own seed.
 	Pauses workloads.Distribution
-	// TTL is the lease the lock under test really grants (the backend's,
+	// Lease is the lease the lock under test really grants (the backend's,
 	// for the run's --ttl: etcd rounds it up to whole seconds), for faults
-	// that must act within one lease or outlast it.
-	TTL time.Duration
+	// that must act within one lease or outlast it when the holder reports
+	// none of its own. It is not the TTL asked: the two differ (etcd, a
+	// library's own default).
+	Lease time.Duration
 	// OpTimeout bounds each operation of a client: a command a client sent
 	// to a stopped node has an unknown outcome by then.
 	OpTimeout time.Duration

@@ -91,7 +91,7 @@ func TestEveryFaultIsDeclared(t *testing.T) {
 
 func baseEnv(targets Targets, rec *recorder) Env {
 	return Env{Targets: targets, Record: rec.record, Rand: rand.New(rand.NewPCG(1, 2)),
-		Pause: 100 * time.Millisecond, TTL: time.Second, OpTimeout: 100 * time.Millisecond, Patience: time.Second}
+		Pause: 100 * time.Millisecond, Lease: time.Second, OpTimeout: 100 * time.Millisecond, Patience: time.Second}
 }
 
 // Run stamps every event of a step with its number and ends each step with
@@ -154,7 +154,7 @@ func TestPauseHolderLandsPastTheTTL(t *testing.T) {
 			c := newClients(1)[0]
 			rec := &recorder{}
 			env := baseEnv(&fakeTargets{clients: []Client{c}, holders: func() []Client { return []Client{c} }}, rec)
-			env.TTL, env.Pause = time.Second, tt.pause
+			env.Lease, env.Pause = time.Second, tt.pause
 			l, err := PauseHolder(context.Background(), &env)
 			require.NoError(t, err)
 			assert.Equal(t, tt.landed, l.Landed, l.Why)
@@ -223,7 +223,7 @@ func TestMajoritySplitAdaptsToTheRestartTime(t *testing.T) {
 			}
 			rec := &recorder{}
 			env := baseEnv(targets, rec)
-			env.TTL, env.Patience, env.Pause = tt.ttl, 2*time.Second, 50*time.Millisecond
+			env.Lease, env.Patience, env.Pause = tt.ttl, 2*time.Second, 50*time.Millisecond
 			env.Settings = Settings{Clock: ClockConfig{Skew: 20 * time.Second}, RestartDelay: tt.delay, Wipe: true}
 
 			l, err := tt.fault(context.Background(), &env)
@@ -324,7 +324,7 @@ func TestMajoritySplitJudgesTheLeaseFromTheInvoke(t *testing.T) {
 		targets.nodes = append(targets.nodes, n)
 	}
 	env := baseEnv(targets, &recorder{})
-	env.TTL, env.Patience, env.Pause = ttl, 2*time.Second, 10*time.Millisecond
+	env.Lease, env.Patience, env.Pause = ttl, 2*time.Second, 10*time.Millisecond
 	env.Settings = Settings{Clock: ClockConfig{Skew: 20 * time.Second}, Wipe: true}
 	l, err := ClockPause(context.Background(), &env)
 	require.NoError(t, err)
@@ -382,7 +382,7 @@ func TestAPauseCutShortAfterALeaseLands(t *testing.T) {
 	nodes := newNodes(1, 0)
 	rec := &recorder{}
 	env := baseEnv(&fakeTargets{nodes: []Target{nodes[0]}}, rec)
-	env.TTL, env.Pause = 100*time.Millisecond, 5*time.Second
+	env.Lease, env.Pause = 100*time.Millisecond, 5*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	l, err := PauseNode(ctx, &env)

@@ -109,7 +109,7 @@ func PartitionMinority(ctx context.Context, env *Env) (Landing, error) {
 	twoSides := env.Targets.Service() == nil || otherSide != "" || (svc == nil && !isLeaderFinder(env))
 	cut := held+5*time.Millisecond < env.Pause
 	switch {
-	case cut && (!twoSides || otherSide == "" && held < env.TTL):
+	case cut && (!twoSides || otherSide == "" && held < env.Lease):
 		return missed("%s was cut off %s of the %s asked: the run ended first", who, held.Round(time.Millisecond), env.Pause), nil
 	case !twoSides:
 		return missed("%s was cut off for %s, but the other side had no master or leader of its own by then", who, held.Round(time.Millisecond)), nil

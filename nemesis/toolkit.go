@@ -88,13 +88,13 @@ func heldFor(env *Env, t Target, what string, held, d time.Duration) Landing {
 
 // cutShort is the landing of a fault that lasts, which the end of the run
 // cut short after held of the asked d, once it had created its moment: a
-// fault in force for a lease (env.TTL) had what it takes to change what the
+// fault in force for a lease (env.Lease) had what it takes to change what the
 // lock does (a lease runs out under it), and the run ending later takes
 // nothing back. what says what the fault did ("redis-0 was cut off"). ok
 // is false when it had not lasted that long: it missed, the caller says
 // how.
 func cutShort(env *Env, what string, held, d time.Duration) (Landing, bool) {
-	return cutShortWithin(env.TTL, what, held, d)
+	return cutShortWithin(env.Lease, what, held, d)
 }
 
 // cutShortWithin is cutShort for a fault whose moment is a lease of its
