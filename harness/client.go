@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/history"
@@ -34,9 +35,7 @@ func (r *run) lockSpec() catalog.Spec {
 		o := c.Options(cfg.Run.Backend)
 		o.KeyPrefix, o.Stride, o.Nodes = cfg.KeyPrefix, cfg.Run.Clients, []program.NodeAddr{}
 		if len(cfg.Addrs) == 0 {
-			for _, e := range r.top.endpoints() {
-				o.Nodes = append(o.Nodes, program.NodeAddr{Name: e.Name, Addr: e.Addr()})
-			}
+			o.Nodes = nodeAddrs(r.top.endpoints())
 		}
 		spec.Program = &o
 	}
@@ -131,15 +130,33 @@ func orNoneList(names []string) string {
 
 // clientSpec is the lock spec of slot's worker, process: a lock client
 // program is told its slot and process, and logs to its own file.
-func (f *fleet) clientSpec(spec catalog.Spec, slot int, process history.Process) catalog.Spec {
+func (f *fleet) clientSpec(spec catalog.Spec, slot int, process history.Process) (catalog.Spec, error) {
 	if spec.Program == nil {
-		return spec
+		return spec, nil
 	}
 	o := *spec.Program
 	o.Slot, o.Process = "c"+strconv.Itoa(slot), int(process)
 	o.LogPath = filepath.Join(f.logDir, results.LogsDir, fmt.Sprintf("client-c%d.log", slot))
+	if f.programLinks != nil {
+		eps, err := f.programLinks.endpoints(slot, f.endpoints)
+		if err != nil {
+			return spec, err
+		}
+		spec.Addrs = f.cfg.Target.Addrs(eps)
+		o.Nodes = nodeAddrs(eps)
+	}
 	spec.Program = &o
-	return spec
+	return spec, nil
+}
+
+// nodeAddrs are what a program is told of each node: its name and the
+// address of its first port.
+func nodeAddrs(eps []backends.Endpoint) []program.NodeAddr {
+	out := []program.NodeAddr{}
+	for _, e := range eps {
+		out = append(out, program.NodeAddr{Name: e.Name, Addr: e.Addr()})
+	}
+	return out
 }
 
 // awaitClients waits until every worker's lock client program answered

@@ -153,6 +153,9 @@ func Preflight(cfg Config) (catalog.Backend, error) {
 	if err := CheckFaults(cfg, b); err != nil {
 		return b, err
 	}
+	if err := checkProgramLinks(cfg, b); err != nil {
+		return b, err
+	}
 	if err := checkFenceSource(cfg, b); err != nil {
 		return b, err
 	}

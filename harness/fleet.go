@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/harness/workerproc"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/nemesis"
@@ -40,6 +41,10 @@ type fleet struct {
 	// links, if set, gives each client the source address of its own
 	// links.
 	links links
+	// programLinks, if set, hands each slot's lock client program
+	// addresses that lead over the slot's links to endpoints, the nodes.
+	programLinks *programLinks
+	endpoints    []backends.Endpoint
 
 	mu sync.Mutex
 	// holding is set while the clients wait at a segment boundary: a
@@ -60,7 +65,10 @@ type fleet struct {
 func (f *fleet) spawn(slot int, process history.Process) error {
 	wc := f.base
 	wc.Process = int(process)
-	wc.Lock = f.clientSpec(wc.Lock, slot, process)
+	var err error
+	if wc.Lock, err = f.clientSpec(wc.Lock, slot, process); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	wc.Held = f.holding
 	f.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/harness/netproxy"
 	"github.com/lockcheck/lockcheck/nemesis"
 )
@@ -62,6 +63,18 @@ func linksNeeded(cfg Config) bool {
 		}
 	}
 	return false
+}
+
+// checkProgramLinks refuses a network fault that could not reach a lock
+// client program's own connections: on a service that hands its clients
+// addresses of its own (catalog.Backend.Announces), the program dials
+// those past its slot's relays (programlinks.go), and a cut of its links
+// would be reported with nothing cut.
+func checkProgramLinks(cfg Config, b catalog.Backend) error {
+	if b.Client == nil || !b.Announces || !linksNeeded(cfg) {
+		return nil
+	}
+	return fmt.Errorf("network faults with --client on --topology %s: %s hands a program addresses of its own (the master's), which it dials past its slot's links, so a cut or slowed link would not reach its connections; run them with lockcheck's own client (--backend %s) or the program on --topology redis", b.Topology(), b.Topology(), b.Topology())
 }
 
 func proxyable(specs []backends.NodeSpec) bool {

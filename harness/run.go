@@ -277,6 +277,14 @@ func (r *run) startClients(service any, logDir string) error {
 		refused: make(chan struct{}), untilRelease: r.backend.LeasesUntilRelease,
 	}
 	r.fleet.base.LeasesUntilRelease = r.backend.LeasesUntilRelease
+	if r.backend.Client != nil && r.top.links != nil && len(cfg.Addrs) == 0 {
+		// A program cannot dial from its slot's address: it is handed
+		// relays that do (programlinks.go). They close once the workers
+		// are gone (undo runs the last first).
+		pl := newProgramLinks(r.top.links)
+		r.fleet.programLinks, r.fleet.endpoints = pl, r.top.endpoints()
+		r.undo = append(r.undo, pl.close)
+	}
 	if r.memory != nil {
 		r.fleet.base.ResourceAddr = r.memory.Addr()
 	} else {

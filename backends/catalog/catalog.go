@@ -122,6 +122,11 @@ type Backend struct {
 	// asks for ttl, under the run's params, for a backend that rounds or
 	// clamps it; see GrantedLease.
 	Lease func(ttl time.Duration, params map[string]string) time.Duration
+	// Announces says the service tells its clients addresses of its own
+	// (a Sentinel hands out the master's): a lock client program dials
+	// them directly, past the relays of its slot's links, so a fault on
+	// its links could not cut those connections (harness refuses one).
+	Announces bool
 	// Client, if set, says the backend is a lock client program
 	// (ClientTarget) on the servers of a built-in backend.
 	Client *ClientProgram

@@ -83,7 +83,7 @@ func ClientTarget(name string, c ClientProgram) (Backend, error) {
 		Name: name, Variants: []string{ClientVariant}, Failpoints: map[string][]string{},
 		Nodes: top.Nodes, ClientAddrs: top.ClientAddrs, Ready: top.Ready, PrepareAddrs: top.PrepareAddrs,
 		Service: top.Service, Programs: top.Programs, Flags: top.Flags, Signature: top.Signature, Diskless: top.Diskless,
-		Lease: top.Lease, LeasesUntilRelease: top.LeasesUntilRelease, ClientSettings: top.ClientSettings,
+		Lease: top.Lease, LeasesUntilRelease: top.LeasesUntilRelease, ClientSettings: top.ClientSettings, Announces: top.Announces,
 		Fences: func(string) bool { return true },
 		Open: func(s Spec, fp backends.Failpoint) (backends.Lock, error) {
 			if s.Program == nil {

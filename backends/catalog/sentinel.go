@@ -30,6 +30,7 @@ func init() {
 		Signature: []string{"failover-lost-lock"},
 		// A lock client program asks the sentinels for the master by name.
 		ClientSettings: map[string]string{"sentinel_master": sentinel.MasterName},
+		Announces:      true,
 	})
 }
 

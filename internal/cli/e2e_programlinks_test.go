@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/history"
+	"github.com/lockcheck/lockcheck/internal/testtier"
+	"github.com/lockcheck/lockcheck/results"
+)
+
+// A partition aimed at a lock client program cuts the program's own
+// connections, as it does a built-in client's: every slot's program is
+// handed relays that dial from the slot's address. c0, holding the Go
+// reference client's lock with a 1s TTL and working for 2.5s, is cut from
+// redis-0 for 3s: nothing c0 sends during the cut is answered (its
+// release is not accepted), and c1 is granted the lock once c0's lease
+// ran out. Before the relays, c0's release was accepted 0.3s into a "cut".
+func TestPartitionCutsAProgramsOwnLinks(t *testing.T) {
+	testtier.Long(t)
+	bin := goClient(t)
+	dir := t.TempDir()
+	scn := filepath.Join(dir, "cut.yaml")
+	require.NoError(t, os.WriteFile(scn, fmt.Appendf(nil, `name: cut-a-program
+client:
+  command: %s
+  topology: redis
+workload: unfenced
+ttl: 1s
+clients: 2
+think: 2500ms
+time_limit: 6s
+timeline:
+  - at: 300ms
+    do: partition
+    target: c0
+    links: [redis-0]
+    for: 3s
+expect:
+  verdict: "not true"
+`, bin), 0o644))
+	store := filepath.Join(dir, "store")
+	inv := lockcheck("scenario", "run", "--file", scn, "--out", store)
+	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	var cut, healed int64
+	for _, e := range h.Events {
+		switch {
+		case e.F == history.NemPartition:
+			cut = e.Time
+		case e.F == history.NemHeal && cut != 0:
+			healed = e.Time
+		}
+	}
+	require.NotZero(t, cut, "the partition ran: %s", inv.stdout)
+	require.NotZero(t, healed, "and healed")
+	// A reply c0 read in the cut's first moments was on its way before it.
+	const inFlight = 100 * time.Millisecond
+	c1Granted := false
+	for _, e := range h.Events {
+		// The resource is not behind the cut: c0 goes on working.
+		if e.Time <= cut+int64(inFlight) || e.Time >= healed || e.Type != history.OK || e.F == "write" || e.F == "read" {
+			continue
+		}
+		if e.Process == 0 {
+			t.Errorf("c0 was answered %s into its cut: %s %+v", time.Duration(e.Time-cut), e.F, e.Value)
+		}
+		if e.Process == 1 && e.F == "acquire" {
+			c1Granted = true
+		}
+	}
+	assert.True(t, c1Granted, "c1 was granted the lock during c0's cut: the cut was c0's alone")
+}
+
+// A network fault that could not reach a program's connections is refused
+// before anything starts, in one line that says why: Sentinel hands a
+// program the master's own address, which no relay of its slot stands in
+// front of.
+func TestNetworkFaultsThatCannotReachAProgramAreRefused(t *testing.T) {
+	store := t.TempDir()
+	inv := lockcheck("run", "--client", "/bin/true", "--topology", "sentinel", "--nemesis", "partition", "--time-limit", "1s", "--out", store)
+	assert.Equal(t, exitUnknown, inv.code)
+	assert.Contains(t, inv.stderr, "past its slot's links")
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
+}
