@@ -409,6 +409,10 @@ type Report struct {
 	Why        string
 	// At is when the lock said so.
 	At time.Time
+	// Rule, when set, says the library broke that rule of its protocol
+	// (a lock client program's: docs/clients.md), and Why how; the lock
+	// ended it. Key and Token are empty then.
+	Rule string
 	// Sent is, for a renewal, when the library sent it to the service
 	// (CLOCK_MONOTONIC ns, the history's clock); 0 when it did not say.
 	// Only a renewal known to have begun there can be an extend of the

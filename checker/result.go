@@ -91,6 +91,10 @@ type Result struct {
 	// release missed or that a session still held at the end (a pooler's
 	// signature); absent when there is none.
 	Sessions *ServerSessions `json:"sessions,omitempty"`
+	// ClientViolations are the rules of the client protocol a lock client
+	// program broke (client-violation events); any makes a verdict that is
+	// not false unknown. Absent when there is none.
+	ClientViolations []ClientViolation `json:"client_violations,omitempty"`
 	// FirstAnomalyMs is the time from the start of the history (its
 	// first event) to the earliest evidence of a failed check, in ms; nil
 	// when no check failed.

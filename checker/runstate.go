@@ -40,7 +40,8 @@ func runEnding(hd history.Header, f *facts) (interrupted, incomplete bool, why s
 func recorded(hd history.Header) bool { return hd.Started != "" }
 
 // runUnknownReasons lists why a run, whatever its checks found, tested too
-// little for a pass: it was interrupted or cut short, no client was ever
+// little for a pass: it was interrupted or cut short, a lock client
+// program broke the client protocol, no client was ever
 // granted the lock, the nemesis it asked for injected nothing, or no client
 // wrote (the last three only for a history lockcheck recorded: a
 // hand-written one was not asked to test anything), or the history holds
@@ -57,6 +58,10 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 	}
 	if r.Incomplete {
 		out = append(out, "The history ends without a run-end event: its recorder was killed, or could not write, before the run finished; what was recorded was checked.")
+	}
+	if s := clientViolationReason(r.ClientViolations, f.span.Start); s != "" {
+		// Holds for a hand-written history too: a recorded break is one.
+		out = append(out, s)
 	}
 	l := &r.Checks.Liveness
 	if l.AcquireAttempts == 0 && r.Checks.Linearizability.Operations == 0 {

@@ -154,6 +154,9 @@ type Value struct {
 	// from; on a slow-link or flaky-link event, the other ends of the
 	// target's links that the fault shaped.
 	Links []string `json:"links,omitempty"`
+	// Rule, on a client-violation event, is the rule of the client
+	// protocol the client broke (docs/clients.md).
+	Rule string `json:"rule,omitempty"`
 }
 
 // Int64 returns a pointer to n, for the optional numeric fields of Value.
@@ -353,6 +356,12 @@ const (
 	// whose start is unknown never makes the checker's certain lease end
 	// later than the service's.
 	NemLockRenewed = "lock-renewed"
+	// NemClientViolation records that a lock client program broke a rule
+	// of the client protocol (docs/clients.md) and was ended for it:
+	// Target is the client's process, Rule the rule, Detail what it sent
+	// (the line, cut). A run with one is unknown: the program was not
+	// tested as its library runs.
+	NemClientViolation = "client-violation"
 )
 
 // MissedPrefix starts the Detail of a nemesis event that says the fault

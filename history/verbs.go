@@ -103,16 +103,17 @@ var verbs = map[string]Verb{
 	NemFlakyLinkEnd: {Role: Heals, Heals: NemFlakyLink},
 	// The sentinels' view: the old master is not told, and may go on
 	// serving as one until it reports its own role.
-	NemSwitchMaster: {Role: Point, Lane: Lane{Mark: "role", Text: "master", Point: true}},
-	NemCutReplicas:  {Role: Point},
-	NemKillSession:  {Role: Point},
-	NemRunEnd:       {Role: Observes},
-	NemInspect:      {Role: Observes},
-	NemFailpoint:    {Role: Observes},
-	NemRole:         {Role: Observes, Lane: Lane{Mark: "role", FromDetail: true}},
-	NemLanding:      {Role: Observes},
-	NemLockLost:     {Role: Observes},
-	NemLockRenewed:  {Role: Observes},
+	NemSwitchMaster:    {Role: Point, Lane: Lane{Mark: "role", Text: "master", Point: true}},
+	NemCutReplicas:     {Role: Point},
+	NemKillSession:     {Role: Point},
+	NemRunEnd:          {Role: Observes},
+	NemInspect:         {Role: Observes},
+	NemFailpoint:       {Role: Observes},
+	NemRole:            {Role: Observes, Lane: Lane{Mark: "role", FromDetail: true}},
+	NemLanding:         {Role: Observes},
+	NemLockLost:        {Role: Observes},
+	NemLockRenewed:     {Role: Observes},
+	NemClientViolation: {Role: Observes},
 }
 
 // VerbOf looks a verb up; a verb not in the table is a point fault.

@@ -59,6 +59,9 @@ type Results struct {
 	// LibraryLosses are the lock-lost events of a lock client program's
 	// library and how late each came (issue 37); absent when there is none.
 	LibraryLosses []LibraryLoss `json:"library_losses,omitempty"`
+	// ClientViolations are the rules of the client protocol a lock client
+	// program broke (issue 38; checker.ClientViolation); absent when none.
+	ClientViolations []checker.ClientViolation `json:"client_violations,omitempty"`
 	// Lockcheck is the build of lockcheck that checked the history and
 	// wrote this file (docs/results.md): a verdict that changed between
 	// two nights can be told from a lockcheck that changed.
@@ -93,6 +96,8 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		FirstAnomalyMs: res.FirstAnomalyMs,
 		Sessions:       res.Sessions,
 		LibraryLosses:  libraryLosses(h),
+
+		ClientViolations: res.ClientViolations,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

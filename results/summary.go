@@ -37,6 +37,9 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	for _, l := range libraryLosses(h) {
 		fmt.Fprintln(w, "lock lost: "+l.Line())
 	}
+	for _, v := range res.ClientViolations {
+		fmt.Fprintln(w, "client broke the protocol: "+v.Line(spanOf(h, res).Start))
+	}
 	if cmd := reproCommand(dir, res); cmd != "" {
 		fmt.Fprintf(w, "repro: %s\n", cmd)
 		fmt.Fprintf(w, "       replay rate: %s\n", ReplayRate(cfg))

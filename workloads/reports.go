@@ -63,6 +63,11 @@ func (c *Client) report(rep backends.Report) {
 	defer r.mu.Unlock()
 	now := history.Now()
 	read := max(now-int64(time.Since(rep.At)), r.last)
+	if rep.Rule != "" {
+		c.emit(history.Event{Time: read, Process: history.Nemesis, Type: history.Info, F: history.NemClientViolation,
+			Value: &history.Value{Target: c.process.String(), Rule: rep.Rule, Detail: rep.Why}})
+		return
+	}
 	if rep.Lost {
 		// Not an operation of the process: an observation, at once.
 		c.emit(history.Event{Time: read, Process: history.Nemesis, Type: history.Info, F: history.NemLockLost, Key: rep.Key,

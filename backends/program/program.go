@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -86,6 +87,30 @@ type Lock struct {
 	rmu    sync.Mutex
 	report func(backends.Report)
 	lost   map[string]chan struct{} // by token, for Grant.Lost
+}
+
+// granted registers the lost channel of the grant an acquire_ok names,
+// on the reader's goroutine before the reply is handed on: a lost read
+// right after it (in the same write) closes it, whenever Acquire returns.
+func (l *Lock) granted(m *message) {
+	m.lost = make(chan struct{})
+	l.rmu.Lock()
+	l.lost[*m.Token] = m.lost
+	l.rmu.Unlock()
+}
+
+// broke records that the program broke rule v, as it happens: in the
+// worker's log and the program's, and as a report the client loop records
+// in the history (a client-violation event), so the run is judged
+// unknown with the rule named, never a silent pass.
+func (l *Lock) broke(v *Violation) {
+	l.warn(v.Error())
+	l.rmu.Lock()
+	f := l.report
+	l.rmu.Unlock()
+	if f != nil {
+		go f(backends.Report{Rule: v.Rule, Why: v.What(), At: time.Now()})
+	}
 }
 
 var _ backends.Reporter = (*Lock)(nil)
@@ -292,8 +317,10 @@ func (l *Lock) call(req request) (message, error) {
 	case reply.Type == TypeError:
 		return reply, replyError(l.opts.Slot, req.Type, reply)
 	case reply.Type != req.Type+replySuffix:
+		v := &Violation{Slot: l.opts.Slot, Rule: RuleReply, Detail: fmt.Sprintf("%s answered by %s", req.Type, reply.Type)}
 		p.kill()
-		return message{}, &Violation{Slot: l.opts.Slot, Rule: RuleReply, Detail: fmt.Sprintf("%s answered by %s", req.Type, reply.Type)}
+		l.broke(v)
+		return message{}, v
 	}
 	return reply, nil
 }
@@ -344,11 +371,7 @@ func (l *Lock) Acquire(_ context.Context, key string) (backends.Grant, error) {
 	if l.Declaration().Supports.Fence {
 		g.Fence = reply.Fence
 	}
-	lost := make(chan struct{})
-	l.rmu.Lock()
-	l.lost[g.Token] = lost
-	l.rmu.Unlock()
-	g.Lost = lost
+	g.Lost = reply.lost
 	return g, nil
 }
 
@@ -476,8 +499,15 @@ func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
 	if err := p.write(msg); err != nil {
 		return message{}, err
 	}
+	// The request's own budget: time parked at a failpoint is not spent,
+	// and nothing else (an unasked message) gives any back.
+	left, since := timeout, time.Now()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	parked := p.parkedNow() > 0
+	if parked {
+		timer.Stop()
+	}
 	for {
 		select {
 		case m := <-p.replies:
@@ -491,9 +521,16 @@ func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
 			}
 			return message{}, p.death()
 		case <-p.parkChange:
-			if p.parkedNow() == 0 {
-				timer.Reset(timeout)
+			now := p.parkedNow() > 0
+			switch {
+			case now && !parked:
+				left -= time.Since(since)
+				timer.Stop()
+			case !now && parked:
+				since = time.Now()
+				timer.Reset(max(left, 0))
 			}
+			parked = now
 		case <-timer.C:
 			if p.parkedNow() == 0 {
 				// Killed before the request stops being outstanding, so a
@@ -605,8 +642,8 @@ func (p *proc) read(stdout io.Reader) {
 	p.mu.Unlock()
 	if !killed {
 		err := &Violation{Slot: p.slot, Rule: RuleExit, Detail: "exited (" + p.cmd.ProcessState.String() + ")"}
-		p.lock.warn(err.Error())
 		p.fail(err)
+		p.lock.broke(err)
 		if !inFlight {
 			// No operation learns of it: the next one does.
 			p.lock.diedOnItsOwn(p, err)
@@ -625,9 +662,10 @@ func (l *Lock) diedOnItsOwn(p *proc, err error) {
 	}()
 }
 
-func (p *proc) violate(err error) {
-	p.lock.warn(err.Error())
-	p.fail(err)
+// violate ends the program for breaking v's rule and records it.
+func (p *proc) violate(v *Violation) {
+	p.fail(v)
+	p.lock.broke(v)
 }
 
 // handle acts on one message; false ends the program.
@@ -646,11 +684,20 @@ func (p *proc) handle(m message, line string) bool {
 			p.violate(&Violation{Slot: p.slot, Line: cut(line), Rule: RuleReply, Detail: fmt.Sprintf("%s in reply to %d, which is no request outstanding", m.Type, *m.InReplyTo)})
 			return false
 		}
+		if m.Type == TypeAcquire+replySuffix {
+			p.lock.granted(&m)
+		}
 		p.replies <- m
 		return true
 	}
 	switch m.Type {
 	case TypeFailpoint:
+		if !slices.Contains(p.lock.opts.Failpoints, *m.Name) {
+			// docs/clients.md: only for the names init aimed at. One sent
+			// anyway (a flood of them) is a break, not a pause.
+			p.violate(&Violation{Slot: p.slot, Line: cut(line), Rule: RuleAimed, Detail: fmt.Sprintf("failpoint %q, which init did not aim at", *m.Name)})
+			return false
+		}
 		go p.failpoint(*m.Name, *m.MsgID)
 	case TypeRenewed, TypeLost:
 		p.lock.deliver(m)

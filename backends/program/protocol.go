@@ -3,7 +3,9 @@ package program
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
+	"unicode/utf8"
 )
 
 // Version is the version of the client protocol (docs/clients.md) this
@@ -65,6 +67,9 @@ const (
 	RuleEOF    = "the client exits 0 within 1 s of its stdin closing"
 	RuleStderr = "stderr stays a log (lockcheck keeps its first and last MiB)"
 	RuleTime   = "a request is answered within timeout_ms"
+	RuleUTF8   = "every stdout line is valid UTF-8"
+	RuleRange  = "every number is within its field's range"
+	RuleAimed  = "failpoint is sent only for a name init aimed at"
 )
 
 // Violation is a client breaking a rule of the protocol: one line naming
@@ -170,6 +175,9 @@ type message struct {
 	// SentNs is, in a renewed, when the library sent the renewal to the
 	// service (CLOCK_MONOTONIC ns): where its extend can begin.
 	SentNs *int64 `json:"sent_ns"`
+
+	// lost is, in an acquire_ok, its grant's Lost channel (Lock.granted).
+	lost chan struct{}
 }
 
 // required lists, per type a client sends, the fields it must carry.
@@ -185,10 +193,48 @@ var required = map[string][]string{
 	TypeLost:                  {"key", "token"},
 }
 
-// parse reads one line of a client and checks it against RuleJSON, RuleType
-// and RuleField.
-func parse(slot, line string) (message, error) {
+// MaxLeaseMs is the longest lease a client may report (ttl_ms of
+// acquire_ok, extend_ok and renewed): a day. A test run is minutes long; a
+// longer lease is a unit mistake (seconds sent as ms, ns as ms), and one
+// much longer overflows a time.Duration.
+const MaxLeaseMs = 24 * 60 * 60 * 1000
+
+// maxCode bounds an error code: the protocol's are two digits, and a code
+// past it is a garbled number, not a code.
+const maxCode = 999
+
+// fieldRange is the range of each integer field a client sends, both ends
+// included (docs/clients.md lists them): a number outside it is a line
+// that breaks RuleRange, never a value lockcheck takes as it comes.
+var fieldRange = []struct {
+	name     string
+	get      func(message) *int64
+	min, max int64
+	what     string
+}{
+	{"msg_id", func(m message) *int64 { return m.MsgID }, 0, math.MaxInt64, "a non-negative integer"},
+	{"in_reply_to", func(m message) *int64 { return m.InReplyTo }, 1, math.MaxInt64, "a msg_id of lockcheck's"},
+	{"ttl_ms", func(m message) *int64 { return m.TTLms }, 0, MaxLeaseMs, "a lease of at most a day"},
+	{"fence", func(m message) *int64 { return m.Fence }, 0, math.MaxInt64, "a non-negative integer"},
+	{"sent_ns", func(m message) *int64 { return m.SentNs }, 1, math.MaxInt64, "a CLOCK_MONOTONIC time"},
+	{"code", func(m message) *int64 {
+		if m.Code == nil {
+			return nil
+		}
+		c := int64(*m.Code)
+		return &c
+	}, 0, maxCode, "an error code"},
+}
+
+// parse reads one line of a client and checks it against RuleUTF8,
+// RuleJSON, RuleType, RuleField and RuleRange.
+func parse(slot, line string) (message, *Violation) {
 	var m message
+	// Before decoding: encoding/json turns invalid bytes into U+FFFD, and
+	// lockcheck would then send back a token the program never sent.
+	if !utf8.ValidString(line) {
+		return m, &Violation{Slot: slot, Line: cut(strings.ToValidUTF8(line, "\ufffd")), Rule: RuleUTF8, Detail: "a line that is not valid UTF-8"}
+	}
 	if err := json.Unmarshal([]byte(line), &m); err != nil {
 		return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleJSON, Detail: "not a JSON object of the protocol: " + err.Error()}
 	}
@@ -201,7 +247,38 @@ func parse(slot, line string) (message, error) {
 			return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleField, Detail: fmt.Sprintf("%s without %s", m.Type, f)}
 		}
 	}
+	for _, r := range fieldRange {
+		if v := r.get(m); v != nil && (*v < r.min || *v > r.max) {
+			return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleRange,
+				Detail: fmt.Sprintf("%s %d is out of its range %d..%d (%s)", r.name, *v, r.min, r.max, r.what)}
+		}
+	}
+	if s, bad := m.replacedString(line); bad {
+		return m, &Violation{Slot: slot, Line: cut(line), Rule: RuleUTF8, Detail: fmt.Sprintf("string %q holds an escape that is no UTF-16 (a lone surrogate)", s)}
+	}
 	return m, nil
+}
+
+// replacedString finds a string the decoder changed: a \u escape of a lone
+// surrogate decodes to U+FFFD, which the line itself does not hold.
+func (m message) replacedString(line string) (string, bool) {
+	if !strings.Contains(strings.ToLower(line), `\ud`) {
+		return "", false
+	}
+	if strings.ContainsRune(line, utf8.RuneError) || strings.Contains(strings.ToLower(line), `\ufffd`) {
+		return "", false // the program sent U+FFFD itself: nothing to tell apart
+	}
+	for _, s := range []*string{m.Token, m.Key, m.Name, m.Library, m.Version, m.State} {
+		if s != nil && strings.ContainsRune(*s, utf8.RuneError) {
+			return *s, true
+		}
+	}
+	for _, s := range []string{m.Text, m.Why} {
+		if strings.ContainsRune(s, utf8.RuneError) {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 func (m message) has(field string) bool {

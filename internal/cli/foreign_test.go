@@ -76,7 +76,8 @@ func TestHistoryDocNamesEveryNemesisVerb(t *testing.T) {
 		`{"index": 2, "time": 1500000001, "process": "nemesis", "type": "info", "f": "landing", "value": {"step": 1, "fault": "pause-node", "landed": false, "detail": "n1 was stopped 500ms of the 1s asked"}}`,
 		`{"index": 3, "time": 1600000000, "process": "nemesis", "type": "info", "f": "kill-session", "value": {"target": "c0", "session": "pg-0/4711", "step": 2}}`,
 		`{"index": 4, "time": 1700000000, "process": "nemesis", "type": "info", "f": "cut-replicas", "value": {"target": "n1", "step": 3}}`,
-		`{"index": 5, "time": 1800000000, "process": "nemesis", "type": "info", "f": "run-end", "value": {}}`,
+		`{"index": 5, "time": 1750000000, "process": "nemesis", "type": "info", "f": "client-violation", "value": {"target": "c0", "rule": "every stdout line is valid UTF-8", "detail": "a line that is not valid UTF-8"}}`,
+		`{"index": 6, "time": 1800000000, "process": "nemesis", "type": "info", "f": "run-end", "value": {}}`,
 	}
 	for _, line := range history {
 		var e struct {
