@@ -54,9 +54,25 @@ func (o Options) withDefaults() Options {
 // there is none (a hand-written history), and the resource check then
 // judges the writes as the clients saw them.
 func Check(h *history.History, resource []history.ResourceEntry, opts Options) *Result {
+	return checkWith(h, func() resourceSource { return sliceSource(resource) }, opts)
+}
+
+// CheckLog is Check of a history with its resource log as read (nil: none),
+// so that a log whose last line was cut off makes the resource check
+// unknown: the writes of its lost part cannot be judged.
+func CheckLog(h *history.History, l *history.ResourceLog, opts Options) *Result {
+	if l == nil {
+		return Check(h, nil, opts)
+	}
+	return checkWith(h, func() resourceSource { return logSource(l.Entries, l.Truncated) }, opts)
+}
+
+// checkWith is Check with the resource log read from a new source each time
+// the history is scanned.
+func checkWith(h *history.History, source func() resourceSource, opts Options) *Result {
 	opts = opts.withDefaults()
 	r, _ := checkSettling(func(settle bool) (*Result, bool, error) {
-		s := newScanner(h.Header, opts, sliceSource(resource))
+		s := newScanner(h.Header, opts, source())
 		if !settle {
 			s.settleAt = 0
 		}

@@ -160,6 +160,28 @@ func (r *ResourceSafety) withUnjudged(unjudged int) {
 	}
 }
 
+// withCompleteLog makes the resource check unknown when the resource log
+// is not whole: its last line cut off, or fewer accepted entries than the
+// history shows writes accepted (a write's entry is logged before its
+// client hears it was accepted, so a complete log holds every one). The
+// log is ground truth: a write missing from it is taken as never made, so
+// the writes of a cut log's lost part would go unjudged, a lost update
+// among them unseen.
+func (r *ResourceSafety) withCompleteLog(s *scanner) {
+	if !s.hasLog || r.State != "" {
+		return
+	}
+	holds := fmt.Sprintf("%s; the history accepted %d", count(s.logAccepted, "accepted write", "accepted writes"), s.confirmed)
+	switch {
+	case s.logCut:
+		r.State = StateUnknown
+		r.StateReason = fmt.Sprintf("the resource log's last line is cut off (it holds %s): the writes after it are not in the log and cannot be judged; check the run's whole resource.jsonl", holds)
+	case s.logAccepted < s.confirmed:
+		r.State = StateUnknown
+		r.StateReason = fmt.Sprintf("the resource log holds %s: %s from the log and cannot be judged; check the run's whole resource.jsonl", holds, count(s.confirmed-s.logAccepted, "is missing", "are missing"))
+	}
+}
+
 // logKeys follows whether the resource log's entries name keys the
 // history names: an entry is the write of the lock that protects it, under
 // that lock's key (docs/history.md, "Reads and writes").
@@ -329,6 +351,7 @@ func (r *ResourceSafety) Judge(JudgeContext) Judgement {
 func (r *ResourceSafety) conclude(c *conclusion) {
 	*r = c.s.resource.result()
 	if !c.settled {
+		r.withCompleteLog(c.s)
 		r.withUnjudged(c.s.unjudged)
 		r.withUntiedLog(c.s.logKeys, c.keys)
 	}

@@ -52,6 +52,14 @@ type scanner struct {
 	weak      map[string]bool // requests of settled writes that had no accepted entry
 	latencies []int64         // of every grant
 	lin       *linearizabilityCheck
+
+	// logCut is set when the resource log's last line was cut off;
+	// logAccepted counts its accepted entries and confirmed the writes the
+	// history shows accepted, each of which a whole log holds
+	// (withCompleteLog).
+	logCut      bool
+	logAccepted int
+	confirmed   int
 }
 
 // keptValues holds copies of the optional numbers the scan keeps of an
@@ -350,6 +358,7 @@ func (s *scanner) complete(e *history.Event) {
 			}
 			if e.Type == history.OK && confirmed(e.Value) {
 				s.facts.accepted++
+				s.confirmed++
 			}
 			ps.writeKey = nil
 		}

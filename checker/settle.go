@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"errors"
 	"math"
 
 	"github.com/lockcheck/lockcheck/history"
@@ -62,9 +63,19 @@ type keySettled struct {
 // end; a nil source is a run with no resource log.
 type resourceSource func() (*history.ResourceEntry, error)
 
+// errLogCut is how a source ends a resource log whose last line was cut
+// off: not an error of the reading, a log that may lack entries.
+var errLogCut = errors.New("the resource log's last line is cut off")
+
 // sliceSource yields entries (sorted by Seq first, as the check judges
 // them), or is nil for nil entries.
 func sliceSource(entries []history.ResourceEntry) resourceSource {
+	return logSource(entries, false)
+}
+
+// logSource is sliceSource of a log whose last line was cut off (cut),
+// which it ends with errLogCut.
+func logSource(entries []history.ResourceEntry, cut bool) resourceSource {
 	if entries == nil {
 		return nil
 	}
@@ -72,6 +83,9 @@ func sliceSource(entries []history.ResourceEntry) resourceSource {
 	i := 0
 	return func() (*history.ResourceEntry, error) {
 		if i == len(entries) {
+			if cut {
+				return nil, errLogCut
+			}
 			return nil, nil
 		}
 		i++
@@ -201,7 +215,10 @@ func (s *scanner) pullResource(at int64) {
 	for s.source != nil {
 		if s.pulled == nil {
 			e, err := s.source()
-			if err != nil {
+			switch {
+			case err == errLogCut:
+				s.logCut = true
+			case err != nil:
 				s.err = err
 			}
 			if e == nil {
@@ -222,6 +239,7 @@ func (s *scanner) pullResource(at int64) {
 		s.logKeys.note(s.pulled.Key, s.known(s.pulled.Key) != nil)
 		if s.pulled.Accepted {
 			s.facts.accepted++
+			s.logAccepted++
 		}
 		s.outcomes.add(s.pulled)
 		s.resource.add(s.pulled)

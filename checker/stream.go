@@ -102,6 +102,9 @@ func resourceFile(path string, truncated *bool) (resourceSource, func(), error) 
 		if pe := (*history.ParseError)(nil); errors.As(readErr, &pe) {
 			pe.File = path
 		}
+		if readErr == nil && *truncated {
+			return nil, errLogCut
+		}
 		return nil, readErr
 	}
 	return source, func() { stop(); f.Close() }, nil

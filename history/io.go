@@ -290,6 +290,9 @@ func eachLineAt(r io.Reader, size int, resource bool, visit func(line int, offse
 	var offset int64
 	for line := 1; ; line++ {
 		b, complete, err := readLine(br, &long)
+		if err == lineTooLong {
+			return false, &ParseError{Line: line, Err: err, resource: resource}
+		}
 		if err != nil {
 			return false, err
 		}
@@ -320,19 +323,33 @@ func lineError(err error, line int, complete, resource bool) (truncated bool, _ 
 	return false, &ParseError{Line: line, Err: err, resource: resource}
 }
 
-// readLine reads the next line without its newline; complete is false for
-// a last line with no newline (or none at all). The line is valid until
-// the next call: it lies in br's buffer, or in *long for a line longer
-// than that buffer.
+// MaxLine is the longest line, in bytes without its newline, a history or
+// resource log may hold: the 1 MiB the client protocol allows a line
+// (docs/clients.md), where the longest event Writer writes is a few KiB. A
+// longer line is refused before more of it is read, so that a hostile or
+// broken file cannot take the memory of the machine that checks it.
+const MaxLine = 1 << 20
+
+// lineTooLong is the error of a line over MaxLine.
+var lineTooLong = fmt.Errorf("over %d bytes (1 MiB), the longest line a history or resource log may hold (docs/history.md); cut the file before this line, or split what the line holds over smaller events", MaxLine)
+
+// readLine reads the next line with its newline; complete is false for a
+// last line with no newline (or none at all). The line is valid until the
+// next call: it lies in br's buffer, or in *long for a line longer than
+// that buffer. A line over MaxLine is lineTooLong, with no more of it read
+// than MaxLine and a buffer.
 func readLine(br *bufio.Reader, long *[]byte) (line []byte, complete bool, err error) {
 	b, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		*long = append((*long)[:0], b...)
-		for err == bufio.ErrBufferFull {
+		for err == bufio.ErrBufferFull && len(*long) <= MaxLine+1 {
 			b, err = br.ReadSlice('\n')
 			*long = append(*long, b...)
 		}
 		b = *long
+	}
+	if len(bytes.TrimSuffix(b, []byte{'\n'})) > MaxLine {
+		return nil, false, lineTooLong
 	}
 	switch err {
 	case nil:

@@ -166,10 +166,13 @@ func TestWriteThenRead(t *testing.T) {
 // the event's line begins, blank lines and a long line included, so that
 // SkimEvents from it reads that event first.
 func TestStreamAtTellsWhereEachLineBegins(t *testing.T) {
-	long := strings.Repeat("x", 3<<20) // longer than the reader's buffer
+	// The longest line a history may hold: with its newline, longer than
+	// the reader's buffer.
+	failed := `{"index":1,"time":2,"process":0,"type":"fail","f":"acquire","key":"k","error":"`
+	long := strings.Repeat("x", MaxLine-len(failed)-len(`"}`))
 	text := header + "\n" +
 		`{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}` + "\n\n" +
-		`{"index":1,"time":2,"process":0,"type":"fail","f":"acquire","key":"k","error":"` + long + `"}` + "\n" +
+		failed + long + `"}` + "\n" +
 		`{"index":2,"time":3,"process":1,"type":"invoke","f":"acquire","key":"k"}` + "\n"
 	var offsets []int64
 	_, err := StreamAt(strings.NewReader(text), func(Header) error { return nil }, func(e *Event, offset int64) error {
@@ -191,5 +194,76 @@ func TestStreamAtTellsWhereEachLineBegins(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, first)
 		assert.Equal(t, int64(i), first.Index, "offset %d begins event %d", at, i)
+	}
+}
+
+// TestLinesOverTheLimit: every reader of a history or resource log takes a
+// line of MaxLine bytes and refuses a longer one as a ParseError of its
+// line, ended by a newline or not (a cut last line over the limit is no
+// run killed mid-write).
+func TestLinesOverTheLimit(t *testing.T) {
+	event := `{"index":0,"time":1,"process":0,"type":"invoke","f":"acquire","key":"k"}`
+	entry := `{"seq":1,"time":5,"key":"k","process":0,"req":"0-1","read":0,"value":1,"prev":0,"accepted":true}`
+	// padded is line padded with spaces to n bytes: the same JSON.
+	padded := func(line string, n int) string { return line + strings.Repeat(" ", n-len(line)) }
+	readers := []struct {
+		name     string
+		resource bool
+		read     func(path string) error
+	}{
+		{"ReadFile", false, func(path string) error { _, err := ReadFile(path); return err }},
+		{"Skim", false, func(path string) error {
+			f, err := os.Open(path)
+			require.NoError(t, err)
+			defer f.Close()
+			_, err = Skim(f, func(Header) error { return nil }, func(Head, func() (*Event, error)) error { return nil })
+			return err
+		}},
+		{"Tail", false, func(path string) error {
+			tail, err := OpenTail(path, false)
+			require.NoError(t, err)
+			defer tail.Close()
+			lines := NewEventLines(func(Header) error { return nil }, func(*Event) error { return nil })
+			return tail.Lines(lines.Line)
+		}},
+		{"ReadResource", true, func(path string) error { _, err := ReadResource(path); return err }},
+		{"Tail of a resource log", true, func(path string) error {
+			tail, err := OpenTail(path, true)
+			require.NoError(t, err)
+			defer tail.Close()
+			return tail.Lines(NewResourceLines(func(*ResourceEntry) error { return nil }).Line)
+		}},
+	}
+	tests := []struct {
+		name string
+		size int    // of the long line
+		end  string // after it
+		line int    // of the error; 0 when none
+	}{
+		{"at the limit", MaxLine, "\n", 0},
+		{"over the limit", MaxLine + 1, "\n", 2},
+		{"far over the limit, no newline", 8 * MaxLine, "", 2},
+	}
+	for _, r := range readers {
+		for _, tt := range tests {
+			t.Run(r.name+"/"+tt.name, func(t *testing.T) {
+				text := header + "\n" + padded(event, tt.size) + tt.end
+				if r.resource {
+					text = entry + "\n" + padded(strings.Replace(entry, `"seq":1`, `"seq":2`, 1), tt.size) + tt.end
+				}
+				path := filepath.Join(t.TempDir(), "input.jsonl")
+				require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+				err := r.read(path)
+				if tt.line == 0 {
+					require.NoError(t, err)
+					return
+				}
+				var pe *ParseError
+				require.ErrorAs(t, err, &pe)
+				assert.Equal(t, tt.line, pe.Line)
+				assert.Contains(t, err.Error(), "line 2: over 1048576 bytes (1 MiB)")
+				assert.Contains(t, err.Error(), "cut the file before this line")
+			})
+		}
 	}
 }

@@ -40,6 +40,9 @@ func (t *Tail) Lines(visit func(line int, b []byte) error) error {
 				break
 			}
 			t.line++
+			if i > MaxLine {
+				return &ParseError{Line: t.line, Err: lineTooLong, resource: t.resource}
+			}
 			if b := bytes.TrimSpace(t.pending[:i]); len(b) > 0 {
 				if err := visit(t.line, b); err != nil {
 					_, err = lineError(err, t.line, true, t.resource)
@@ -47,6 +50,10 @@ func (t *Tail) Lines(visit func(line int, b []byte) error) error {
 				}
 			}
 			t.pending = t.pending[i+1:]
+		}
+		if len(t.pending) > MaxLine {
+			// A line being written may grow no further than a line read.
+			return &ParseError{Line: t.line + 1, Err: lineTooLong, resource: t.resource}
 		}
 		t.pending = append([]byte(nil), t.pending...) // let the read lines go
 		if err == io.EOF || n == 0 {

@@ -33,15 +33,11 @@ func CheckDir(dir string, opts checker.Options, before ...BeforeWrite) (*history
 	if err != nil {
 		return nil, nil, namedError(historyPath, err)
 	}
-	var resLog []history.ResourceEntry
 	rl, err := history.ReadResource(resourcePath)
-	switch {
-	case err == nil:
-		resLog = rl.Entries
-	case !errors.Is(err, fs.ErrNotExist):
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, namedError(resourcePath, err)
 	}
-	res := checker.Check(h, resLog, opts)
+	res := checker.CheckLog(h, rl, opts)
 	res.Truncated.Resource = rl != nil && rl.Truncated
 	for _, b := range before {
 		b(h, res)
