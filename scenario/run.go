@@ -109,7 +109,7 @@ func (f *File) Config(out string, programs catalog.Programs, runParams map[strin
 		Target: f.target, Out: out, Programs: programs, TTL: ttl, Limit: f.TimeLimit.D(),
 		// A step waits for its moment up to the whole run (a script has
 		// no interval between faults).
-		Interval: f.TimeLimit.D(), Think: f.Think,
+		Interval: f.TimeLimit.D(), Think: f.Think, OpTimeout: f.OpTimeout.D(),
 		Script: f.Actions(), Logger: slog.Default(),
 	}
 	if addrs := params[harness.ParamAddr]; addrs != "" {

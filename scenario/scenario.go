@@ -39,12 +39,16 @@ type File struct {
 	FenceSource string  `yaml:"fence_source,omitempty"`
 	// Resource is the protected resource: memory (the default) or
 	// postgres, as run's --resource.
-	Resource  string            `yaml:"resource,omitempty"`
-	TTL       Duration          `yaml:"ttl"`
-	Clients   int               `yaml:"clients"`
-	Think     string            `yaml:"think,omitempty"`
-	Watchdog  bool              `yaml:"watchdog,omitempty"`
-	TimeLimit Duration          `yaml:"time_limit"`
+	Resource  string   `yaml:"resource,omitempty"`
+	TTL       Duration `yaml:"ttl"`
+	Clients   int      `yaml:"clients"`
+	Think     string   `yaml:"think,omitempty"`
+	Watchdog  bool     `yaml:"watchdog,omitempty"`
+	TimeLimit Duration `yaml:"time_limit"`
+	// OpTimeout bounds each lock operation, as run's --op-timeout: a
+	// holder cut off past its session must still be waiting for its
+	// release when the cut heals to hear its library say it lost the lock.
+	OpTimeout Duration          `yaml:"op_timeout,omitempty"`
 	Params    map[string]string `yaml:"params,omitempty"`
 	Timeline  []Step            `yaml:"timeline,omitempty"`
 	Expect    Expect            `yaml:"expect"`

@@ -146,6 +146,8 @@ func (f *File) validateNumbers() error {
 		return f.errAt("time_limit", "expected a positive duration such as 5s, got %s", f.TimeLimit.D())
 	case f.Clients < 1:
 		return f.errAt("clients", "expected at least 1 client, got %d", f.Clients)
+	case f.OpTimeout < 0:
+		return f.errAt("op_timeout", "expected a positive duration such as 2s (or none: run's default), got %s", f.OpTimeout.D())
 	}
 	for i, s := range f.Timeline {
 		at := fmt.Sprintf("timeline[%d]", i)

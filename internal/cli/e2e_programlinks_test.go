@@ -90,3 +90,45 @@ func TestNetworkFaultsThatCannotReachAProgramAreRefused(t *testing.T) {
 	assert.Contains(t, inv.stderr, "past its slot's links")
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
 }
+
+// The incident shape with a real library: kazoo's holder, cut off from
+// every ZooKeeper server past its one-second session through its slot's
+// relays, goes on working; unfenced an update is lost and kazoo says LOST
+// only after the next grant, fenced by the resource its write is refused
+// (examples/clients/kazoo/cut-off-*.yaml).
+func TestKazooHolderCutOffPastItsSession(t *testing.T) {
+	testtier.Long(t)
+	needClientLibraries(t)
+	for _, name := range []string{"cut-off-past-its-session.yaml", "cut-off-fenced.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			raw, err := os.ReadFile(filepath.Join(clientsDir, "kazoo", name))
+			require.NoError(t, err)
+			// The scenario names its command from the repository's root.
+			scn := filepath.Join(t.TempDir(), name)
+			require.NoError(t, os.WriteFile(scn, []byte(strings.ReplaceAll(string(raw), " examples/clients/", " "+clientsDir+"/")), 0o644))
+			store := t.TempDir()
+			inv := lockcheck("scenario", "run", "--file", scn, "--out", store)
+			require.Equal(t, exitValid, inv.code, "the scenario's expectations hold: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+			if name != "cut-off-past-its-session.yaml" {
+				return
+			}
+			h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
+			require.NoError(t, err)
+			var token string
+			var lost int64
+			for _, e := range h.Events {
+				switch {
+				case token == "" && e.Process == 0 && e.F == history.FAcquire && e.Type == history.OK:
+					token = e.Value.Token
+				case lost == 0 && e.F == history.NemLockLost && e.Value != nil && e.Value.Token == token:
+					lost = e.Time
+				}
+			}
+			require.NotZero(t, lost, "kazoo said LOST for c0's grant")
+			next, ok := nextGrant(h, token, 0)
+			require.True(t, ok, "c1 was granted the lock")
+			assert.Greater(t, lost, next, "kazoo said LOST only after the next grant")
+		})
+	}
+}
