@@ -209,8 +209,9 @@ func (l *Lock) start(process int) (*proc, error) {
 	}
 	cmd.Stderr = stderrW
 	// The program stays in this process's group: a stop or kill of the
-	// worker's group reaches every thread of the library.
-	err = spawn.Start(cmd, false)
+	// worker's group reaches every thread of the library. It runs caged,
+	// so that nothing it starts outlives it, the worker or lockcheck.
+	err = spawn.StartCaged(cmd)
 	stderrW.Close()
 	if err != nil {
 		stderr.Close()
@@ -580,7 +581,7 @@ func (p *proc) fail(err error) {
 	p.err = err
 	close(p.dead)
 	p.mu.Unlock()
-	p.signal(syscall.SIGKILL)
+	spawn.KillCaged(p.cmd.Process.Pid)
 }
 
 // kill ends the program lockcheck gave up on (a timeout, a violation

@@ -21,6 +21,16 @@ const helperEnv = "SPAWN_TEST_PARENT"
 // when helperEnv is set: it starts a child through Start, prints the
 // child's pid and waits to be killed.
 func TestMain(m *testing.M) {
+	if marker := os.Getenv(cagedParentEnv); marker != "" {
+		caged := exec.Command(forking, marker, "sleep", "600")
+		if err := StartCaged(caged); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println(caged.Process.Pid)
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
 	if os.Getenv(helperEnv) == "1" {
 		child := exec.Command("sleep", "60")
 		if err := Start(child, true); err != nil {
