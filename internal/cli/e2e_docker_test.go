@@ -61,6 +61,8 @@ func TestDockerRuntimeGivesTheSameVerdicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Each run has a network and containers of its own.
+			t.Parallel()
 			// A fault that missed its moment on this machine (a container
 			// restart slower than the lease) makes the run unknown, and says
 			// why; the verdict is compared where the fault landed.
