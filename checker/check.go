@@ -121,7 +121,7 @@ func (s *scanner) conclude(truncated bool) (*Result, error) {
 	r.Sessions = s.story.result()
 	r.Interrupted, r.Incomplete, r.InterruptedBy = runEnding(hd, f)
 	r.FaultLanding = faultLanding(f.nemesis, r.Faults, hd.Config)
-	r.ClientViolations = clientViolations(f.nemesis)
+	r.ClientViolations, r.ClientViolationCount = clientViolations(f.nemesis)
 	fenced := hd.Config.Guarded()
 	r.Valid = verdict(hd, f, r, fenced)
 	r.Reason = explain(r, fenced)

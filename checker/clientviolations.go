@@ -25,10 +25,13 @@ type ClientViolation struct {
 }
 
 // clientViolations are the client-violation events among the nemesis's.
-func clientViolations(nemesis []*history.Event) []ClientViolation {
-	var out []ClientViolation
+// It keeps the first maxEvidence; n counts them all.
+func clientViolations(nemesis []*history.Event) (out []ClientViolation, n int) {
 	for _, e := range nemesis {
 		if e.F != history.NemClientViolation || e.Value == nil {
+			continue
+		}
+		if n++; len(out) == maxEvidence {
 			continue
 		}
 		rule := e.Value.Rule
@@ -37,19 +40,20 @@ func clientViolations(nemesis []*history.Event) []ClientViolation {
 		}
 		out = append(out, ClientViolation{Client: e.Value.Target, Rule: rule, Detail: e.Value.Detail, At: e.Time, Index: e.Index})
 	}
-	return out
+	return out, n
 }
 
 // clientViolationReason says, in one sentence, that a client broke the
-// protocol: the first break, when and how, and the other rules broken; ""
-// when none was. t0 is the history's start.
-func clientViolationReason(vs []ClientViolation, t0 int64) string {
+// protocol n times: the first break, when and how, and the other rules
+// broken (among vs, the first of them); "" when none was. t0 is the
+// history's start.
+func clientViolationReason(vs []ClientViolation, n int, t0 int64) string {
 	if len(vs) == 0 {
 		return ""
 	}
 	first := vs[0]
 	s := fmt.Sprintf("A lock client program broke the client protocol %s, first %s at %s (rule: %s): %s",
-		count(len(vs), "time", "times"), first.Client, relSeconds(first.At-t0), first.Rule, strings.TrimSuffix(first.Detail, "."))
+		count(n, "time", "times"), first.Client, relSeconds(first.At-t0), first.Rule, strings.TrimSuffix(first.Detail, "."))
 	var others []string
 	for _, v := range vs[1:] {
 		if v.Rule != first.Rule && !slices.Contains(others, v.Rule) {
@@ -60,6 +64,21 @@ func clientViolationReason(vs []ClientViolation, t0 int64) string {
 		s += "; also broken: " + strings.Join(others, "; ")
 	}
 	return s + "; lockcheck ended the program each time, so its library was not tested as it runs (docs/clients.md)."
+}
+
+// ClientViolationLines are the first most of r's breaks of the client
+// protocol, a line each (Line), and a last line counting the rest: what
+// the summary (a few) and the report (MaxEvidenceLines) show; results.json
+// lists them.
+func ClientViolationLines(r *Result, t0 int64, most int) []string {
+	var lines []string
+	for _, v := range r.ClientViolations[:min(most, len(r.ClientViolations))] {
+		lines = append(lines, v.Line(t0))
+	}
+	if rest := r.ClientViolationCount - len(lines); rest > 0 {
+		lines = append(lines, fmt.Sprintf("%d more (results.json client_violations)", rest))
+	}
+	return lines
 }
 
 // Line is the break in one line, as the summary and the report show it:

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -79,6 +80,7 @@ func TestClientViolationMakesTheVerdictUnknown(t *testing.T) {
 			r := check(t, tt.b())
 			assert.Equal(t, tt.verdict, r.Valid, r.Reason)
 			require.Len(t, r.ClientViolations, tt.count)
+			assert.Equal(t, tt.count, r.ClientViolationCount)
 			for _, s := range tt.reason {
 				assert.Contains(t, r.Reason, s)
 			}
@@ -89,4 +91,24 @@ func TestClientViolationMakesTheVerdictUnknown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The summary's and the report's lines name the first breaks and count the
+// rest; the list keeps the first maxEvidence and the count all of them.
+func TestClientViolationLinesAreBounded(t *testing.T) {
+	b := chain(newBuilder("fenced"), 3)
+	for i := range maxEvidence + 5 {
+		violation(b, 15+float64(i)/1000, "a rule", fmt.Sprintf("break %d", i))
+	}
+	r := check(t, b.Nemesis(2000, history.NemRunEnd, "", "", ""))
+	assert.Equal(t, Unknown, r.Valid)
+	assert.Len(t, r.ClientViolations, maxEvidence)
+	assert.Equal(t, maxEvidence+5, r.ClientViolationCount)
+	assert.Contains(t, r.Reason, fmt.Sprintf("broke the client protocol %d times", maxEvidence+5))
+	lines := ClientViolationLines(r, r.Span.Start, 3)
+	require.Len(t, lines, 4)
+	assert.Contains(t, lines[0], "c1 at ")
+	assert.Contains(t, lines[0], "break 0 (rule: a rule)")
+	assert.Equal(t, fmt.Sprintf("%d more (results.json client_violations)", maxEvidence+2), lines[3])
+	assert.Empty(t, ClientViolationLines(check(t, chain(newBuilder("fenced"), 3)), 0, 3))
 }

@@ -95,6 +95,9 @@ type Result struct {
 	// program broke (client-violation events); any makes a verdict that is
 	// not false unknown. Absent when there is none.
 	ClientViolations []ClientViolation `json:"client_violations,omitempty"`
+	// ClientViolationCount counts them all; ClientViolations keeps the
+	// first 1000.
+	ClientViolationCount int `json:"client_violation_count,omitempty"`
 	// FirstAnomalyMs is the time from the start of the history (its
 	// first event) to the earliest evidence of a failed check, in ms; nil
 	// when no check failed.

@@ -59,7 +59,7 @@ func runUnknownReasons(hd history.Header, f *facts, r *Result) []string {
 	if r.Incomplete {
 		out = append(out, "The history ends without a run-end event: its recorder was killed, or could not write, before the run finished; what was recorded was checked.")
 	}
-	if s := clientViolationReason(r.ClientViolations, f.span.Start); s != "" {
+	if s := clientViolationReason(r.ClientViolations, r.ClientViolationCount, f.span.Start); s != "" {
 		// Holds for a hand-written history too: a recorded break is one.
 		out = append(out, s)
 	}

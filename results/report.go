@@ -127,8 +127,8 @@ func newReportView(h *history.History, res *checker.Result, linVis string) *repo
 	for _, l := range libraryLosses(h) {
 		v.Header = append(v.Header, kv{"lock lost", l.Line()})
 	}
-	for _, cv := range res.ClientViolations {
-		v.Header = append(v.Header, kv{"client broke the protocol", cv.Line(t0)})
+	for _, line := range checker.ClientViolationLines(res, t0, checker.MaxEvidenceLines) {
+		v.Header = append(v.Header, kv{"client broke the protocol", line})
 	}
 	if h.Truncated {
 		v.Header = append(v.Header, kv{"history", "cut off mid-line (the run was killed, or its disk filled up); the complete prefix was checked"})

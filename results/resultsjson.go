@@ -62,6 +62,9 @@ type Results struct {
 	// ClientViolations are the rules of the client protocol a lock client
 	// program broke (issue 38; checker.ClientViolation); absent when none.
 	ClientViolations []checker.ClientViolation `json:"client_violations,omitempty"`
+	// ClientViolationCount counts every break; the list keeps the first
+	// 1000.
+	ClientViolationCount int `json:"client_violation_count,omitempty"`
 	// Lockcheck is the build of lockcheck that checked the history and
 	// wrote this file (docs/results.md): a verdict that changed between
 	// two nights can be told from a lockcheck that changed.
@@ -97,7 +100,8 @@ func newResults(h *history.History, res *checker.Result) *Results {
 		Sessions:       res.Sessions,
 		LibraryLosses:  libraryLosses(h),
 
-		ClientViolations: res.ClientViolations,
+		ClientViolations:     res.ClientViolations,
+		ClientViolationCount: res.ClientViolationCount,
 	}
 	// CI scripts iterate over these; give them [] rather than null.
 	if r.Resource == "" {

@@ -9,6 +9,10 @@ import (
 	"github.com/lockcheck/lockcheck/history"
 )
 
+// summaryViolations is how many breaks of the client protocol the summary
+// names; a program restarted after each can break it thousands of times.
+const summaryViolations = 3
+
 // Summary prints what a run prints when it ends: the verdict and its reason,
 // one line per check with its key numbers (the why is in the report), and
 // the report's path last, so a terminal or a CI log ends with where to look.
@@ -37,8 +41,8 @@ func Summary(w io.Writer, dir string, h *history.History, res *checker.Result) {
 	for _, l := range libraryLosses(h) {
 		fmt.Fprintln(w, "lock lost: "+l.Line())
 	}
-	for _, v := range res.ClientViolations {
-		fmt.Fprintln(w, "client broke the protocol: "+v.Line(spanOf(h, res).Start))
+	for _, line := range checker.ClientViolationLines(res, spanOf(h, res).Start, summaryViolations) {
+		fmt.Fprintln(w, "client broke the protocol: "+line)
 	}
 	if cmd := reproCommand(dir, res); cmd != "" {
 		fmt.Fprintf(w, "repro: %s\n", cmd)

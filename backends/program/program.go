@@ -109,7 +109,7 @@ func (l *Lock) broke(v *Violation) {
 	f := l.report
 	l.rmu.Unlock()
 	if f != nil {
-		go f(backends.Report{Rule: v.Rule, Why: v.What(), At: time.Now()})
+		go f(backends.Report{Rule: v.Rule, Why: v.Said(), At: time.Now()})
 	}
 }
 

@@ -86,13 +86,15 @@ func (v *Violation) Error() string { return v.What() + " (rule: " + v.Rule + "; 
 
 // What is the violation without its rule: the slot, what was wrong, the
 // line.
-func (v *Violation) What() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "client %s: %s", v.Slot, v.Detail)
-	if v.Line != "" {
-		fmt.Fprintf(&b, " in line %q", v.Line)
+func (v *Violation) What() string { return "client " + v.Slot + ": " + v.Said() }
+
+// Said is what was wrong and the line, without the slot: a history event
+// names its client already.
+func (v *Violation) Said() string {
+	if v.Line == "" {
+		return v.Detail
 	}
-	return b.String()
+	return fmt.Sprintf("%s in line %q", v.Detail, v.Line)
 }
 
 // cut shortens a line for a violation.
