@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"unicode/utf8"
 )
 
 // Writer appends events to a history file, one line each, flushed as they
@@ -19,6 +20,7 @@ type Writer struct {
 	mu    sync.Mutex
 	f     io.WriteCloser
 	buf   *bufio.Writer
+	line  bytes.Buffer // the event being written
 	enc   *json.Encoder
 	next  int64
 	err   error
@@ -38,9 +40,13 @@ func Create(path string, h Header) (*Writer, error) {
 // Writer closes f. Tests pass a writer that fails, as a full disk does.
 func NewWriter(f io.WriteCloser, h Header) (*Writer, error) {
 	w := &Writer{f: f, buf: bufio.NewWriterSize(f, 64<<10)}
-	w.enc = json.NewEncoder(w.buf)
+	w.enc = json.NewEncoder(&w.line)
 	h.Version = SchemaVersion
 	if err := w.enc.Encode(h); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := w.line.WriteTo(w.buf); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -61,7 +67,11 @@ func (w *Writer) Append(e Event) (Event, error) {
 	}
 	e.Index = w.next
 	w.next++
-	if err := w.enc.Encode(e); err != nil {
+	if err := w.encode(&e); err != nil {
+		w.err = err
+		return e, err
+	}
+	if _, err := w.line.WriteTo(w.buf); err != nil {
 		w.err = err
 		return e, err
 	}
@@ -71,6 +81,50 @@ func (w *Writer) Append(e Event) (Event, error) {
 	}
 	w.count++
 	return e, nil
+}
+
+// maxText bounds the free text of an event (its error and detail) when
+// the event would be over MaxLine: the text of a lock client program's
+// error can be nearly a MiB, and escaped it grows.
+const maxText = 64 << 10
+
+// encode encodes e into w.line, as one line of at most MaxLine: a history
+// lockcheck writes is one it reads. Its free text is shortened to do so; an
+// event still too long (a token of nearly a MiB) is an error, which ends
+// the recording, rather than a line every reader refuses.
+func (w *Writer) encode(e *Event) error {
+	w.line.Reset()
+	if err := w.enc.Encode(e); err != nil || w.line.Len() <= MaxLine+1 {
+		return err
+	}
+	e.Error = cutText(e.Error)
+	if e.Value != nil {
+		v := *e.Value
+		v.Detail = cutText(v.Detail)
+		e.Value = &v
+	}
+	w.line.Reset()
+	if err := w.enc.Encode(e); err != nil {
+		return err
+	}
+	if w.line.Len() > MaxLine+1 {
+		w.line.Reset()
+		return fmt.Errorf("event %d (%s %s of process %s) is over %d bytes (1 MiB) with its error and detail shortened, the longest line a history may hold", e.Index, e.Type, e.F, e.Process, MaxLine)
+	}
+	return nil
+}
+
+// cutText is s cut to maxText bytes, at a character's start, saying how
+// much it left out.
+func cutText(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	n := maxText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes cut)", s[:n], len(s)-n)
 }
 
 // Close flushes and closes the file.

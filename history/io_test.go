@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -265,5 +266,59 @@ func TestLinesOverTheLimit(t *testing.T) {
 				assert.Contains(t, err.Error(), "cut the file before this line")
 			})
 		}
+	}
+}
+
+// TestWriterKeepsLinesWithinTheLimit: a history lockcheck writes is one it
+// reads. An event whose free text (a lock client program's error or
+// detail) would take it over MaxLine, escaped as JSON, is written with that
+// text shortened; one still too long (a giant token) ends the recording
+// with an error rather than a line every reader refuses.
+func TestWriterKeepsLinesWithinTheLimit(t *testing.T) {
+	huge := func(s string) string { return strings.Repeat(s, 2*MaxLine/len(s)) }
+	tests := []struct {
+		name   string
+		event  Event
+		prefix string // of the error or detail read back; "" for an event refused
+	}{
+		{"a short error is kept whole", Event{Error: "timeout"}, "timeout"},
+		{"an error that grows when escaped", Event{Error: huge("<")}, "<<<"},
+		{"a detail of multi-byte characters", Event{Value: &Value{Detail: huge("é")}}, "ééé"},
+		{"a token is never cut", Event{Value: &Value{Token: huge("t")}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history.jsonl")
+			w, err := Create(path, Header{})
+			require.NoError(t, err)
+			e := tt.event
+			e.Time, e.Process, e.Type, e.F = 1, 0, Invoke, FAcquire
+			_, err = w.Append(e)
+			if tt.prefix == "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "event 0 (invoke acquire of process c0) is over 1048576 bytes (1 MiB)")
+				_, again := w.Append(e)
+				assert.Equal(t, err, again, "the recording ends")
+				require.NoError(t, w.Close())
+				h, err := ReadFile(path)
+				require.NoError(t, err, "what was written is read")
+				assert.Empty(t, h.Events)
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			h, err := ReadFile(path)
+			require.NoError(t, err)
+			require.Len(t, h.Events, 1)
+			text := h.Events[0].Error
+			if v := h.Events[0].Value; v != nil {
+				text = v.Detail
+			}
+			assert.True(t, strings.HasPrefix(text, tt.prefix), "%.40q", text)
+			if len(text) > maxText {
+				assert.Regexp(t, `\.\.\. \(\d+ bytes cut\)$`, text)
+				assert.True(t, utf8.ValidString(text))
+			}
+		})
 	}
 }
