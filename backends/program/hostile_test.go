@@ -135,3 +135,38 @@ func TestLostInTheSameWriteAsTheGrant(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.lost) == 5 }, 2*time.Second, 10*time.Millisecond)
 }
+
+// parse checks every line as bytes, every string for what the decoder
+// changed, and every integer against its range, naming the field.
+func TestParseChecksFields(t *testing.T) {
+	cases := []struct {
+		name, line, rule, detail string
+	}{
+		{"a good grant", `{"type":"acquire_ok","in_reply_to":2,"token":"t1","ttl_ms":86400000,"fence":0}`, "", ""},
+		{"a surrogate pair", `{"type":"acquire_ok","in_reply_to":2,"token":"t\ud83d\ude00","ttl_ms":500}`, "", ""},
+		{"U+FFFD sent as such", `{"type":"acquire_ok","in_reply_to":2,"token":"t\ufffd","ttl_ms":500}`, "", ""},
+		{"a lone surrogate", `{"type":"acquire_ok","in_reply_to":2,"token":"t\udc80","ttl_ms":500}`, RuleUTF8, "lone surrogate"},
+		{"a byte that is not UTF-8", "{\"type\":\"lost\",\"key\":\"k\",\"token\":\"t\xff\"}", RuleUTF8, "not valid UTF-8"},
+		{"a lease of a day and a ms", `{"type":"acquire_ok","in_reply_to":2,"token":"t","ttl_ms":86400001}`, RuleRange, "ttl_ms 86400001 is out of its range 0..86400000"},
+		{"a lease that overflows", `{"type":"renewed","key":"k","token":"t","ttl_ms":9223372036854775807}`, RuleRange, "ttl_ms 9223372036854775807"},
+		{"a negative lease", `{"type":"extend_ok","in_reply_to":2,"extended":true,"ttl_ms":-1}`, RuleRange, "ttl_ms -1"},
+		{"a negative fence", `{"type":"acquire_ok","in_reply_to":2,"token":"t","ttl_ms":5,"fence":-3}`, RuleRange, "fence -3"},
+		{"sent_ns 0", `{"type":"renewed","key":"k","token":"t","sent_ns":0}`, RuleRange, "sent_ns 0"},
+		{"a code past three digits", `{"type":"error","in_reply_to":2,"code":1000}`, RuleRange, "code 1000"},
+		{"in_reply_to 0", `{"type":"error","in_reply_to":0,"code":40}`, RuleRange, "in_reply_to 0"},
+		{"an integer past int64", `{"type":"acquire_ok","in_reply_to":2,"token":"t","ttl_ms":18446744073709551616}`, RuleJSON, "ttl_ms"},
+		{"deleted as 1", `{"type":"release_ok","in_reply_to":2,"deleted":1}`, RuleJSON, "deleted"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, v := parse("c0", c.line)
+			if c.rule == "" {
+				assert.Nil(t, v)
+				return
+			}
+			require.NotNil(t, v)
+			assert.Equal(t, c.rule, v.Rule)
+			assert.Contains(t, v.Detail, c.detail)
+		})
+	}
+}
