@@ -2,51 +2,26 @@ package spawn
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockcheck/lockcheck/internal/spawn/cagetest"
 )
 
-// forking is the hostile program of the cage's tests: it forks, and
-// setsids and double-forks, sleepers marked by its first argument.
-const forking = "../../backends/program/testdata/forking.sh"
+// forking is the hostile program of the cage's tests.
+var forking = cagetest.Forking()
 
 // cagedParentEnv makes the test binary a parent that starts forking caged
 // (with the marker the variable holds), prints the keeper's pid and waits
 // to be killed.
 const cagedParentEnv = "SPAWN_TEST_CAGED_PARENT"
-
-// marked lists the live processes whose command line holds marker.
-func marked(marker string) []string {
-	out, _ := exec.Command("pgrep", "-af", marker).Output()
-	return strings.Fields(strings.TrimSpace(string(out)))
-}
-
-// awaitForks waits until both sleepers of forking run: the shell starts
-// them while the program already runs.
-func awaitForks(t *testing.T, marker string) {
-	t.Helper()
-	for _, m := range []string{marker + "-fork", marker + "-setsid"} {
-		require.Eventually(t, func() bool { return len(marked(m)) > 0 }, 10*time.Second, 10*time.Millisecond,
-			"forking started no %s", m)
-	}
-}
-
-// assertNoneLeft asserts that every process marked with marker is gone.
-func assertNoneLeft(t *testing.T, marker string) {
-	t.Helper()
-	t.Cleanup(func() { exec.Command("pkill", "-KILL", "-f", marker).Run() }) //nolint:errcheck // what a failed test left
-	assert.Eventually(t, func() bool { return len(marked(marker)) == 0 }, 15*time.Second, 20*time.Millisecond,
-		"processes outlived their cage: %v", marked(marker))
-}
 
 // Nothing a caged program starts survives the cage, however it ends: the
 // program's own exit (whose status the keeper passes on), KillCaged, or
@@ -61,7 +36,7 @@ func TestNothingOutlivesTheCage(t *testing.T) {
 			stdin, err := cmd.StdinPipe()
 			require.NoError(t, err)
 			require.NoError(t, StartCaged(cmd))
-			awaitForks(t, marker)
+			cagetest.AwaitForks(t, marker, 10*time.Second)
 			require.NoError(t, stdin.Close())
 			err = cmd.Wait()
 			var exit *exec.ExitError
@@ -71,7 +46,7 @@ func TestNothingOutlivesTheCage(t *testing.T) {
 		{"KillCaged", func(t *testing.T, marker string) {
 			cmd := exec.Command(forking, marker, "sleep", "600")
 			require.NoError(t, StartCaged(cmd))
-			awaitForks(t, marker)
+			cagetest.AwaitForks(t, marker, 10*time.Second)
 			KillCaged(cmd.Process.Pid)
 			require.Error(t, cmd.Wait())
 			assert.Equal(t, "signal: killed", cmd.ProcessState.String(), "the program died of SIGKILL, and the keeper says so")
@@ -86,16 +61,16 @@ func TestNothingOutlivesTheCage(t *testing.T) {
 			line, err := bufio.NewReader(out).ReadString('\n')
 			require.NoError(t, err)
 			require.NotContains(t, line, "error")
-			awaitForks(t, marker)
+			cagetest.AwaitForks(t, marker, 10*time.Second)
 			require.NoError(t, parent.Process.Kill())
 			_ = parent.Wait()
 		}},
 	}
-	for i, tt := range tests {
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			marker := fmt.Sprintf("lockcheck-cage-test-%d-%d-%d", os.Getpid(), time.Now().UnixNano(), i)
+			marker := cagetest.Marker()
 			tt.end(t, marker)
-			assertNoneLeft(t, marker)
+			cagetest.AssertNoneLeft(t, marker)
 		})
 	}
 }
@@ -116,19 +91,19 @@ func TestStartCagedReportsAProgramThatCannotStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := StartCaged(exec.Command(tt.path))
 			assert.ErrorContains(t, err, tt.want)
-			assert.Empty(t, marked("lockcheck-cage .*"+tt.path))
+			assert.Empty(t, cagetest.Marked("lockcheck-cage .*"+tt.path))
 		})
 	}
 }
 
 // A stopped cage (a paused client) still ends whole when it is killed.
 func TestKillCagedEndsAStoppedCage(t *testing.T) {
-	marker := fmt.Sprintf("lockcheck-cage-test-%d-%d-stopped", os.Getpid(), time.Now().UnixNano())
+	marker := cagetest.Marker()
 	cmd := exec.Command(forking, marker, "sleep", "600")
 	require.NoError(t, StartCaged(cmd))
-	awaitForks(t, marker)
+	cagetest.AwaitForks(t, marker, 10*time.Second)
 	require.NoError(t, syscall.Kill(cmd.Process.Pid, syscall.SIGSTOP))
 	KillCaged(cmd.Process.Pid)
 	require.Error(t, cmd.Wait())
-	assertNoneLeft(t, marker)
+	cagetest.AssertNoneLeft(t, marker)
 }
