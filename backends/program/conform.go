@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/lockcheck/lockcheck/backends"
+	"github.com/lockcheck/lockcheck/history"
 )
 
 // The rules of the conformance check beyond the protocol's own.
@@ -20,11 +23,29 @@ const (
 	RuleExpired   = "release after the lease ran out (the client stopped past it) is release_ok with deleted false"
 	RuleRestart   = "a client killed after a timeout starts again and answers init"
 	RuleFailpoint = "a declared failpoint aimed at in init is sent, and the client goes on after failpoint_ok"
+	// RuleLease is broken by a program that over-claims its lease: the
+	// checker takes a grant to be live for ttl_ms from its acquire, so a
+	// longer claim than the service's hides every expiry.
+	RuleLease = "the lease acquire_ok claims (ttl_ms from the acquire) is the service's: inside it another client's acquire is refused"
+	// RuleRenewal is broken by a renewal the service never made: the
+	// checker takes each to push the lease out.
+	RuleRenewal = "a renewal (extend_ok extended true, or renewed) is the service's: the lease runs ttl_ms from it"
+	// RuleSentNs is broken by sent_ns on another clock; run records such a
+	// renewal as an observation "not CLOCK_MONOTONIC".
+	RuleSentNs = "renewed's sent_ns is CLOCK_MONOTONIC ns: after the acquire of the grant it renews, and not after lockcheck read it"
 )
 
-// bg is the context of the check's operations: the program's Lock bounds
-// each by its own timeout.
-var bg = context.Background()
+// ServiceLease is what the service holds for a lock key at one moment, as
+// the check reads it where the topology lets it (Redis: the key's value
+// and PTTL).
+type ServiceLease struct {
+	// Held says the key exists; Holder is what it holds (the token, or
+	// the library's own value).
+	Held   bool
+	Holder string
+	// Left is how long the key lives on; negative for no expiry.
+	Left time.Duration
+}
 
 // Failure is one rule a client broke in the conformance check.
 type Failure struct {
@@ -48,178 +69,605 @@ type Conformance struct {
 	Keys         [4]string
 	TTL, Timeout time.Duration
 	UntilRelease bool
+	// Lease reads the service's lease on a key, where the topology lets
+	// the check (nil where it does not): grants and renewals are then
+	// held to it as well as to a second client's refusal.
+	Lease func(ctx context.Context, key string) (ServiceLease, error)
+}
+
+// checkRun is one run of the check.
+type checkRun struct {
+	Conformance
+	ctx   context.Context
+	mu    sync.Mutex
+	fails []Failure
 }
 
 // Check runs the client through the protocol: handshake, a grant, a
-// certain refusal while another holds the lock, a release that deletes, a
-// release after the lease ran out, an unknown outcome on a timeout, a
-// failpoint round trip and a clean exit on EOF of stdin. It returns every
-// rule broken; none means the client conforms.
-func (c Conformance) Check() []Failure {
-	var fails []Failure
-	fail := func(msg, rule string, err error) {
-		var v *Violation
-		if errors.As(err, &v) {
-			fails = append(fails, Failure{Message: msg, Rule: v.Rule, Detail: v.What()})
-			return
-		}
-		fails = append(fails, Failure{Message: msg, Rule: rule, Detail: err.Error()})
+// certain refusal while another holds the lock, a release that deletes,
+// the lease the grant claims (held, renewed, then run out while the
+// client is stopped), an unknown outcome on a timeout, a failpoint round
+// trip and a clean exit on EOF of stdin. Every step runs under ctx: when
+// it is done the check ends at once, killing the programs. It returns
+// every rule broken; none means the client conforms (when ctx is not
+// done).
+func (c Conformance) Check(ctx context.Context) []Failure {
+	k := &checkRun{Conformance: c, ctx: ctx}
+	k.run()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.fails)
+}
+
+func (k *checkRun) fail(msg, rule string, err error) {
+	if k.ctx.Err() != nil {
+		return // the check was ended; what failed since is its doing
 	}
-	a, err := c.Open("c0", nil, nil)
+	f := Failure{Message: msg, Rule: rule, Detail: err.Error()}
+	if v := (*Violation)(nil); errors.As(err, &v) {
+		f.Rule, f.Detail = v.Rule, v.What()
+	}
+	k.mu.Lock()
+	k.fails = append(k.fails, f)
+	k.mu.Unlock()
+}
+
+// open starts a client in slot, or gives up when the check is ended (the
+// program started meanwhile is killed once it answers).
+func (k *checkRun) open(slot string, failpoints []string, fp backends.Failpoint) (*Lock, error) {
+	type opened struct {
+		l   *Lock
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		l, err := k.Open(slot, failpoints, fp)
+		ch <- opened{l, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.l, o.err
+	case <-k.ctx.Done():
+		go func() {
+			if o := <-ch; o.l != nil {
+				o.l.abort()
+			}
+		}()
+		return nil, k.ctx.Err()
+	}
+}
+
+// close ends a client as the protocol asks, or at once when the check was
+// ended.
+func (k *checkRun) close(l *Lock) error {
+	if k.ctx.Err() != nil {
+		l.abort()
+		return nil
+	}
+	return l.Close()
+}
+
+// sleepUntil waits until t on the history's clock; false when the check
+// was ended first.
+func (k *checkRun) sleepUntil(t int64) bool {
+	d := time.Duration(t - history.Now())
+	if d <= 0 {
+		return k.ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-k.ctx.Done():
+		return false
+	}
+}
+
+func (k *checkRun) run() {
+	a, err := k.open("c0", nil, nil)
 	if err != nil {
-		fail("init", RuleInit, err)
-		return fails
+		k.fail("init", RuleInit, err)
+		return
 	}
-	defer a.Close()
+	defer k.close(a)
 	if d := a.Declaration(); d.Library == "" || d.Version == "" {
-		fail("init_ok", RuleDeclare, fmt.Errorf("library %q, version %q", d.Library, d.Version))
+		k.fail("init_ok", RuleDeclare, fmt.Errorf("library %q, version %q", d.Library, d.Version))
 	}
 	fenced := a.Declaration().Supports.Fence
 	// The second client starts before the first takes the lock: an
 	// interpreter's start can outlast a lease.
-	b, err := c.Open("c1", nil, nil)
+	b, err := k.open("c1", nil, nil)
 	if err != nil {
-		fail("init", RuleInit, err)
-		return fails
+		k.fail("init", RuleInit, err)
+		return
 	}
-	defer b.Close()
+	defer k.close(b)
 
-	key := c.Keys[0]
-	g, err := a.Acquire(bg, key)
+	key := k.Keys[0]
+	g, err := a.Acquire(k.ctx, key)
 	if err != nil {
-		fail("acquire", RuleGrant, err)
-		return fails
+		k.fail("acquire", RuleGrant, err)
+		return
 	}
 	switch {
-	case g.TTL <= 0 && !c.UntilRelease:
-		fail("acquire_ok", RuleGrant, errors.New("no ttl_ms"))
+	case g.TTL <= 0 && !k.UntilRelease:
+		k.fail("acquire_ok", RuleGrant, errors.New("no ttl_ms"))
 	case fenced && g.Fence == nil:
-		fail("acquire_ok", RuleGrant, errors.New("no fence, though init_ok says supports.fence"))
+		k.fail("acquire_ok", RuleGrant, errors.New("no fence, though init_ok says supports.fence"))
 	}
 
-	if _, err := b.Acquire(bg, key); !errors.Is(err, backends.ErrNotAcquired) {
-		fail("acquire", RuleRefusal, fmt.Errorf("another client holds %s, and the reply was %v", key, errOrGrant(err)))
+	if _, err := b.Acquire(k.ctx, key); !errors.Is(err, backends.ErrNotAcquired) {
+		k.fail("acquire", RuleRefusal, fmt.Errorf("another client holds %s, and the reply was %v", key, errOrGrant(err)))
 	}
-	deleted, err := a.Release(bg, key, g)
+	deleted, err := a.Release(k.ctx, key, g)
 	switch {
 	case err != nil:
-		fail("release", RuleRelease, err)
+		k.fail("release", RuleRelease, err)
 	case !deleted:
-		fail("release_ok", RuleRelease, errors.New("deleted false for the grant that holds the lock"))
+		k.fail("release_ok", RuleRelease, errors.New("deleted false for the grant that holds the lock"))
 	}
-	if g2, err := b.Acquire(bg, key); err != nil {
-		fail("acquire", RuleRelease, fmt.Errorf("after the release, acquire of %s: %v", key, err))
+	if g2, err := b.Acquire(k.ctx, key); err != nil {
+		k.fail("acquire", RuleRelease, fmt.Errorf("after the release, acquire of %s: %v", key, err))
 	} else {
 		switch {
 		case g2.Token == g.Token:
-			fail("acquire_ok", RuleNewGrant, fmt.Errorf("the next grant of %s has the token %q again", key, g.Token))
+			k.fail("acquire_ok", RuleNewGrant, fmt.Errorf("the next grant of %s has the token %q again", key, g.Token))
 		case fenced && g.Fence != nil && g2.Fence != nil && *g2.Fence <= *g.Fence:
-			fail("acquire_ok", RuleNewGrant, fmt.Errorf("the next grant of %s has fence %d, not above %d", key, *g2.Fence, *g.Fence))
+			k.fail("acquire_ok", RuleNewGrant, fmt.Errorf("the next grant of %s has fence %d, not above %d", key, *g2.Fence, *g.Fence))
 		}
-		b.Release(bg, key, g2) //nolint:errcheck // tidying up
+		b.Release(k.ctx, key, g2) //nolint:errcheck // tidying up
 	}
 
 	// A grant with no lease was named above; stopping the client past a
 	// lease of 0 would test nothing.
-	if !c.UntilRelease && g.TTL > 0 {
-		key := c.Keys[1]
-		if g, err := a.Acquire(bg, key); err != nil {
-			fail("acquire", RuleGrant, err)
-		} else {
-			// The client is stopped, as a GC pause would stop it, so
-			// that a library that renews its lease cannot.
-			a.stopFor(g.TTL + g.TTL/2 + 50*time.Millisecond)
-			if deleted, err := a.Release(bg, key, g); err != nil {
-				fail("release", RuleExpired, err)
-			} else if deleted {
-				fail("release_ok", RuleExpired, fmt.Errorf("deleted true after the client was stopped for %s, past its %s lease", g.TTL+g.TTL/2, g.TTL))
-			}
-		}
+	if !k.UntilRelease && g.TTL > 0 {
+		k.checkLease(a, b)
 	}
-
-	c.checkTimeout(a, fail)
-	c.checkFailpoint(a.Declaration(), fail)
+	k.checkTimeout(a)
+	k.checkFailpoint(a.Declaration())
+	if k.ctx.Err() != nil {
+		return
+	}
 
 	stderr := a.StderrBytes() + b.StderrBytes()
 	if err := a.Close(); err != nil {
-		fail("EOF", RuleEOF, err)
+		k.fail("EOF", RuleEOF, err)
 	}
 	if err := b.Close(); err != nil {
-		fail("EOF", RuleEOF, err)
+		k.fail("EOF", RuleEOF, err)
 	}
 	if stderr > 2*StderrKeep {
-		fail("stderr", RuleStderr, fmt.Errorf("%d bytes of stderr in a check of a few operations", stderr))
+		k.fail("stderr", RuleStderr, fmt.Errorf("%d bytes of stderr in a check of a few operations", stderr))
 	}
-	return fails
+}
+
+// claim is a lease the program says it holds: ttl from from (the acquire's
+// or extend's invoke, a renewal's sent_ns), on the history's clock.
+type claim struct {
+	what     string // "acquire_ok", "extend_ok", "renewed"
+	from     int64
+	ttl      time.Duration
+	received int64
+}
+
+// earliest is the soonest the claimed lease may end (history.LeaseEnds).
+func (c claim) earliest() int64 {
+	e, _ := history.LeaseEnds(c.from, c.received, c.ttl, history.ClockAllowance(c.ttl))
+	return e
+}
+
+func (c claim) rule() string {
+	if c.what == "acquire_ok" {
+		return RuleLease
+	}
+	return RuleRenewal
+}
+
+// checkLease holds a lock through one lease (a library's watchdog renews
+// it meanwhile; with supports.extend the check extends it halfway), then
+// stops the client, as a GC pause would stop it, so that nothing renews
+// it: a second client's acquire just before the latest lease claimed runs
+// out must be refused, and the holder's release after it ran out must
+// delete nothing. Where the service's lease can be read, every claim is
+// held to it as it is made.
+func (k *checkRun) checkLease(a, b *Lock) {
+	key := k.Keys[1]
+	w := &renewals{k: k, key: key}
+	a.Reports(w.report)
+	defer a.Reports(nil)
+	invoke := history.Now()
+	g, err := a.Acquire(k.ctx, key)
+	if err != nil {
+		k.fail("acquire", RuleGrant, err)
+		return
+	}
+	w.hold(g, claim{what: "acquire_ok", from: invoke, ttl: g.TTL, received: history.Now()})
+	// The client runs through the lease it was told to ask for, or the
+	// shorter one granted, so that a watchdog renews: a longer lease
+	// claimed is waited out stopped.
+	hold := min(g.TTL, k.TTL)
+	if a.Declaration().Supports.Extend && k.sleepUntil(invoke+int64(hold/2)) {
+		from := history.Now()
+		switch ok, err := a.Extend(k.ctx, key, g); {
+		case err != nil:
+			k.fail("extend", RuleRenewal, fmt.Errorf("extend of %s, held for half its lease: %w", key, err))
+		case !ok:
+			k.fail("extend_ok", RuleRenewal, fmt.Errorf("extended false for %s, held for half its lease", key))
+		default:
+			w.extended(claim{what: "extend_ok", from: from, ttl: g.TTL, received: history.Now()})
+		}
+	}
+	if !k.sleepUntil(invoke + int64(hold)) {
+		return
+	}
+	p, ok := k.live(a, "the lease's stop")
+	if !ok {
+		return
+	}
+	stoppedAt := history.Now()
+	p.stop()
+	stopped := true
+	defer func() {
+		if stopped {
+			p.signal(syscall.SIGCONT)
+		}
+	}()
+	latest := w.latest()
+	// b's acquire must reach the service before the claim ends: it is
+	// sent a tenth of the lease early, and judged only if its grant
+	// certainly came inside the claim.
+	if !k.sleepUntil(latest.earliest() - int64(latest.ttl/10) - int64(10*time.Millisecond)) {
+		return
+	}
+	latest = w.latest()
+	sent := history.Now()
+	if g2, err := b.Acquire(k.ctx, key); err == nil {
+		if got := history.Now(); got < latest.earliest() {
+			k.fail("acquire", latest.rule(), fmt.Errorf("a second client was granted %s %s after the holder's %s (%s), inside the %s lease it claims, while the holder was stopped",
+				key, ms(sent-latest.from), latest.what, claimWhen(latest), latest.ttl))
+		}
+		b.Release(k.ctx, key, g2) //nolint:errcheck // tidying up
+	}
+	// Past every lease claimed, with the stop at least half a lease past
+	// the last.
+	end := max(stoppedAt+int64(g.TTL+g.TTL/2), latest.from+int64(latest.ttl+latest.ttl/2)) + int64(50*time.Millisecond)
+	if !k.sleepUntil(end) {
+		return
+	}
+	p.signal(syscall.SIGCONT)
+	stopped = false
+	w.release()
+	if deleted, err := a.Release(k.ctx, key, g); err != nil {
+		k.fail("release", RuleExpired, err)
+	} else if deleted {
+		k.fail("release_ok", RuleExpired, fmt.Errorf("deleted true after the client was stopped for %s, past its %s lease", ms(end-stoppedAt), latest.ttl))
+	}
+}
+
+func claimWhen(c claim) string {
+	if c.what == "renewed" {
+		return "sent_ns"
+	}
+	return "invoke"
+}
+
+func ms(ns int64) string { return time.Duration(ns).Round(time.Millisecond).String() }
+
+// against holds c to the service's lease on key, where it can be read: the
+// key, read after c, must live at least until c's earliest end. holder is
+// what the key held at the grant ("": c is the grant); a key of another
+// holder (a second client's) says nothing of c, nor does a read that
+// still, when set, says came after the grant was let go. It returns what
+// the key holds, and tells fail of a claim the key does not bear out.
+func (k *checkRun) against(key string, c claim, holder string, still func() bool, fail func(msg, rule string, err error)) string {
+	if k.Lease == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(k.ctx, k.Timeout)
+	sl, err := k.Lease(ctx, key)
+	cancel()
+	read := history.Now()
+	switch {
+	case err != nil, still != nil && !still():
+		return ""
+	case !sl.Held && c.what == "acquire_ok":
+		// The program keeps its lock under other names: its lease
+		// cannot be read here, and the second client's refusal judges it.
+		return ""
+	case sl.Held && holder != "" && sl.Holder != holder:
+		return ""
+	case sl.Held && sl.Left < 0:
+		return sl.Holder // no expiry: no claim outlives it
+	}
+	// A key gone was gone when the read answered; PTTL rounds down to
+	// whole milliseconds.
+	end := read
+	if sl.Held {
+		end += int64(sl.Left + time.Millisecond)
+	}
+	if c.earliest() > end {
+		left := "was gone"
+		if sl.Held {
+			left = fmt.Sprintf("had %s left (PTTL)", sl.Left)
+		}
+		fail(c.what, c.rule(), fmt.Errorf("%s claims a %s lease on %s from its %s; %s after it the service's key %s", c.what, c.ttl, key, claimWhen(c), ms(read-c.from), left))
+	}
+	return sl.Holder
+}
+
+// renewals follows the renewed messages of the grant checkLease holds:
+// each is a claim, its sent_ns on the history's clock, held to the
+// service's lease where it can be read.
+type renewals struct {
+	k   *checkRun
+	key string
+
+	mu     sync.Mutex
+	token  string // "" when no grant is held
+	holder string // what the service's key holds for it
+	claims []claim
+	// reading is a read of the service in flight: one at a time, so
+	// that a program that floods renewals is not read for each.
+	reading bool
+	// failed holds the rules renewals broke: each is named once.
+	failed map[string]bool
+}
+
+// fail names rule for a renewal, once.
+func (w *renewals) fail(msg, rule string, err error) {
+	w.mu.Lock()
+	again := w.failed[rule]
+	if w.failed == nil {
+		w.failed = map[string]bool{}
+	}
+	w.failed[rule] = true
+	w.mu.Unlock()
+	if !again {
+		w.k.fail(msg, rule, err)
+	}
+}
+
+func (w *renewals) hold(g backends.Grant, c claim) {
+	w.mu.Lock()
+	w.token, w.claims = g.Token, []claim{c}
+	w.mu.Unlock()
+	holder := w.k.against(w.key, c, "", nil, w.k.fail)
+	w.mu.Lock()
+	w.holder = holder
+	w.mu.Unlock()
+}
+
+// extended adds the claim of an extend_ok.
+func (w *renewals) extended(c claim) {
+	w.mu.Lock()
+	w.claims = append(w.claims, c)
+	holder := w.holder
+	w.mu.Unlock()
+	w.k.against(w.key, c, holder, nil, w.k.fail)
+}
+
+// latest is the claim that ends last.
+func (w *renewals) latest() claim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.claims[0]
+	for _, c := range w.claims[1:] {
+		if c.earliest() > l.earliest() {
+			l = c
+		}
+	}
+	return l
+}
+
+// release ends the hold before the release is sent: the key it deletes
+// says nothing of a renewal.
+func (w *renewals) release() {
+	w.mu.Lock()
+	w.token = ""
+	w.mu.Unlock()
+}
+
+func (w *renewals) held(token string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return token != "" && w.token == token
+}
+
+func (w *renewals) report(r backends.Report) {
+	if r.Lost {
+		return
+	}
+	read := history.Now() - int64(time.Since(r.At))
+	w.mu.Lock()
+	if r.Token != w.token || r.Key != w.key || len(w.claims) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	first := w.claims[0]
+	w.mu.Unlock()
+	switch {
+	case r.Sent == 0:
+		return // when it was sent is unknown: run takes it for no renewal
+	case r.Sent < first.from:
+		w.fail("renewed", RuleSentNs, fmt.Errorf("sent_ns %d is %s before the acquire of the grant it renews (%s): not CLOCK_MONOTONIC", r.Sent, ms(first.from-r.Sent), w.key))
+		return
+	case r.Sent > read:
+		w.fail("renewed", RuleSentNs, fmt.Errorf("sent_ns %d is %s after lockcheck read the message (%s): not CLOCK_MONOTONIC", r.Sent, ms(r.Sent-read), w.key))
+		return
+	}
+	ttl := r.TTL
+	if ttl <= 0 {
+		ttl = first.ttl
+	}
+	c := claim{what: "renewed", from: r.Sent, ttl: ttl, received: read}
+	w.mu.Lock()
+	w.claims = append(w.claims, c)
+	busy := w.reading
+	w.reading = true
+	token, holder := w.token, w.holder
+	w.mu.Unlock()
+	if busy {
+		return
+	}
+	w.k.against(w.key, c, holder, func() bool { return w.held(token) }, w.fail)
+	w.mu.Lock()
+	w.reading = false
+	w.mu.Unlock()
+}
+
+// live returns l's program, running, for a step to act on. One that died
+// on its own since the last operation broke RuleExit (a program runs until
+// its stdin closes): it is named, and started again, since a stop sent to
+// it would stop nothing and the step's request would reach a program that
+// was never stopped.
+func (k *checkRun) live(l *Lock, step string) (*proc, bool) {
+	l.mu.Lock()
+	died := l.died
+	l.died = nil
+	if cur := l.cur; died == nil && cur != nil && !cur.isDead() {
+		// Exited, and not yet noticed: no operation reported it. One
+		// that is dead was reported by the operation it ended.
+		died = cur.diedOnItsOwn(0)
+	}
+	p, err := l.running()
+	l.mu.Unlock()
+	if died != nil {
+		k.fail(step, RuleExit, fmt.Errorf("before %s: %w", step, died))
+	}
+	if err != nil {
+		k.fail("init", RuleRestart, fmt.Errorf("before %s: %w", step, err))
+		return nil, false
+	}
+	return p, died == nil
+}
+
+// diedOnItsOwn is why p ended unasked, waiting up to wait for an exit
+// under way; nil while it runs, or when lockcheck killed it (with SIGKILL,
+// the only signal it ends a program with).
+func (p *proc) diedOnItsOwn(wait time.Duration) error {
+	select {
+	case <-p.exited:
+	default:
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-p.exited:
+		case <-timer.C:
+			return nil
+		}
+	}
+	if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		return nil
+	}
+	return &Violation{Slot: p.slot, Rule: RuleExit, Detail: "exited (" + p.cmd.ProcessState.String() + ")"}
+}
+
+// starts is how many times l's program was started.
+func (l *Lock) starts() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started
+}
+
+// abort kills l's program at once: the check was ended, and the wait for
+// an exit on EOF is owed to nobody.
+func (l *Lock) abort() {
+	l.mu.Lock()
+	p := l.cur
+	l.cur = nil
+	l.mu.Unlock()
+	if p != nil {
+		p.kill()
+		<-p.exited
+	}
+	l.log.Close()
 }
 
 // checkTimeout stops the client (SIGSTOP) before it reads an acquire: the
 // acquire's outcome is unknown, the client is killed, and the next
 // operation starts it again.
-func (c Conformance) checkTimeout(a *Lock, fail func(msg, rule string, err error)) {
-	key := c.Keys[2]
-	a.mu.Lock()
-	p := a.cur
-	a.mu.Unlock()
+func (k *checkRun) checkTimeout(a *Lock) {
+	if k.ctx.Err() != nil {
+		return
+	}
+	key := k.Keys[2]
+	p, _ := k.live(a, "the timeout's stop")
 	if p == nil {
-		fail("acquire", RuleRestart, errors.New("the client is not running"))
 		return
 	}
+	starts := a.starts()
 	p.stop()
-	_, err := a.Acquire(bg, key)
+	_, err := a.Acquire(k.ctx, key)
 	p.signal(syscall.SIGCONT)
-	if err == nil || errors.Is(err, backends.ErrNotAcquired) {
-		fail("acquire", RuleTime, fmt.Errorf("a stopped client's acquire was %v, not an unknown outcome", errOrGrant(err)))
+	switch {
+	case k.ctx.Err() != nil:
+		return
+	case p.diedOnItsOwn(100*time.Millisecond) != nil:
+		// It died between the check's look and the stop: no stop was
+		// tested, and its death is what it broke.
+		k.fail("acquire", RuleExit, fmt.Errorf("before the timeout's stop: %w", p.diedOnItsOwn(0)))
+		return
+	case a.starts() != starts:
+		k.fail("acquire", RuleRestart, errors.New("the stopped client was started again before the check's acquire reached it"))
+		return
+	case err == nil || errors.Is(err, backends.ErrNotAcquired):
+		k.fail("acquire", RuleTime, fmt.Errorf("a stopped client's acquire was %v, not an unknown outcome", errOrGrant(err)))
 		return
 	}
-	g, err := a.Acquire(bg, key)
+	g, err := a.Acquire(k.ctx, key)
 	var v *Violation
 	switch {
 	case errors.As(err, &v) && (v.Rule == RuleStart || v.Rule == RuleInit):
 		// It did not start again: that is the rule it broke, whatever
 		// the start's own rule says.
-		fail("init", RuleRestart, errors.New(v.What()))
+		k.fail("init", RuleRestart, errors.New(v.What()))
 		return
 	case err != nil:
 		// It started again and answered init; the acquire itself failed.
-		fail("acquire", RuleGrant, fmt.Errorf("after the client was killed and started again, acquire of %s: %w", key, err))
+		k.fail("acquire", RuleGrant, fmt.Errorf("after the client was killed and started again, acquire of %s: %w", key, err))
 		return
 	}
-	a.Release(bg, key, g) //nolint:errcheck // tidying up
+	a.Release(k.ctx, key, g) //nolint:errcheck // tidying up
 }
 
 // checkFailpoint starts a client with every failpoint it declared aimed
 // at, holds a lock for two leases, and expects at least one failpoint
 // message, which it answers.
-func (c Conformance) checkFailpoint(d Declaration, fail func(msg, rule string, err error)) {
-	if len(d.Failpoints) == 0 {
+func (k *checkRun) checkFailpoint(d Declaration) {
+	if len(d.Failpoints) == 0 || k.ctx.Err() != nil {
 		return
 	}
 	hit := make(chan string, 16)
-	f, err := c.Open("c2", d.Failpoints, func(name string) {
+	f, err := k.open("c2", d.Failpoints, func(name string) {
 		select {
 		case hit <- name:
 		default:
 		}
 	})
 	if err != nil {
-		fail("init", RuleInit, err)
+		k.fail("init", RuleInit, err)
 		return
 	}
-	defer f.Close()
-	key := c.Keys[3]
-	g, err := f.Acquire(bg, key)
+	defer k.close(f)
+	key := k.Keys[3]
+	g, err := f.Acquire(k.ctx, key)
 	if err != nil {
-		fail("acquire", RuleGrant, err)
+		k.fail("acquire", RuleGrant, err)
 		return
 	}
+	wait := 2*k.TTL + k.Timeout
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case <-hit:
-	case <-time.After(2*c.TTL + c.Timeout):
-		fail("failpoint", RuleFailpoint, fmt.Errorf("declared %v, aimed at all, and none was sent while a lock was held for %s", d.Failpoints, 2*c.TTL+c.Timeout))
+	case <-k.ctx.Done():
+		return
+	case <-timer.C:
+		k.fail("failpoint", RuleFailpoint, fmt.Errorf("declared %v, aimed at all, and none was sent while a lock was held for %s", d.Failpoints, wait))
 	}
-	if _, err := f.Release(bg, key, g); err != nil {
-		fail("release", RuleFailpoint, fmt.Errorf("after failpoint_ok: %v", err))
+	if _, err := f.Release(k.ctx, key, g); err != nil {
+		k.fail("release", RuleFailpoint, fmt.Errorf("after failpoint_ok: %v", err))
 	}
 }
 
@@ -228,17 +676,4 @@ func errOrGrant(err error) string {
 		return "a grant"
 	}
 	return err.Error()
-}
-
-// stopFor stops the running program for d.
-func (l *Lock) stopFor(d time.Duration) {
-	l.mu.Lock()
-	p := l.cur
-	l.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.stop()
-	time.Sleep(d)
-	p.signal(syscall.SIGCONT)
 }

@@ -249,7 +249,7 @@ func (l *Lock) start(process int) (*proc, error) {
 		TTLms: o.TTL.Milliseconds(), TimeoutMs: o.Timeout.Milliseconds(), Failpoints: fps, Settings: settings,
 	}
 	p.expect(l.nextID)
-	reply, err := p.exchange(msg, o.InitTimeout)
+	reply, err := p.exchange(context.Background(), msg, o.InitTimeout)
 	if err == nil && reply.Type != TypeInit+replySuffix {
 		err = &Violation{Slot: o.Slot, Rule: RuleInit, Detail: fmt.Sprintf("init answered by %s (code %d: %s)", reply.Type, deref(reply.Code), reply.Text)}
 	}
@@ -286,10 +286,10 @@ func withLastLine(err error, log *stderrLog, copied <-chan struct{}) error {
 	return &with
 }
 
-// call sends req and waits for its reply within the operation timeout. A
-// program that does not answer in time is killed (and started again by the
-// next call): its outcome is unknown.
-func (l *Lock) call(req request) (message, error) {
+// call sends req and waits for its reply within the operation timeout, or
+// until ctx is done. A program that does not answer in time is killed (and
+// started again by the next call): its outcome is unknown.
+func (l *Lock) call(ctx context.Context, req request) (message, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.died; err != nil {
@@ -306,7 +306,7 @@ func (l *Lock) call(req request) (message, error) {
 	l.nextID++
 	req.MsgID = l.nextID
 	p.expect(req.MsgID)
-	reply, err := p.exchange(req, l.opts.Timeout)
+	reply, err := p.exchange(ctx, req, l.opts.Timeout)
 	var timeout *timeoutError
 	switch {
 	case errors.As(err, &timeout):
@@ -363,8 +363,8 @@ func replyError(slot, op string, m message) error {
 }
 
 // Acquire implements backends.Lock.
-func (l *Lock) Acquire(_ context.Context, key string) (backends.Grant, error) {
-	reply, err := l.call(request{Type: TypeAcquire, Key: key})
+func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) {
+	reply, err := l.call(ctx, request{Type: TypeAcquire, Key: key})
 	if err != nil {
 		return backends.Grant{}, err
 	}
@@ -376,25 +376,9 @@ func (l *Lock) Acquire(_ context.Context, key string) (backends.Grant, error) {
 	return g, nil
 }
 
-// Start implements backends.Starter: a program that died or was killed is
-// started again, and its init answered, before the next request's invoke
-// is recorded.
-func (l *Lock) Start(context.Context) (time.Duration, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur != nil && !l.cur.isDead() {
-		return 0, nil
-	}
-	began := time.Now()
-	if _, err := l.running(); err != nil {
-		return 0, err
-	}
-	return time.Since(began), nil
-}
-
 // Release implements backends.Lock.
-func (l *Lock) Release(_ context.Context, key string, g backends.Grant) (bool, error) {
-	reply, err := l.call(request{Type: TypeRelease, Key: key, Token: g.Token})
+func (l *Lock) Release(ctx context.Context, key string, g backends.Grant) (bool, error) {
+	reply, err := l.call(ctx, request{Type: TypeRelease, Key: key, Token: g.Token})
 	if err != nil {
 		return false, err
 	}
@@ -405,11 +389,11 @@ func (l *Lock) Release(_ context.Context, key string, g backends.Grant) (bool, e
 }
 
 // Extend implements backends.Lock, for a program that supports extend.
-func (l *Lock) Extend(_ context.Context, key string, g backends.Grant) (bool, error) {
+func (l *Lock) Extend(ctx context.Context, key string, g backends.Grant) (bool, error) {
 	if !l.Declaration().Supports.Extend {
 		return false, fmt.Errorf("client %s does not support extend (init_ok supports.extend)", l.opts.Slot)
 	}
-	reply, err := l.call(request{Type: TypeExtend, Key: key, Token: g.Token})
+	reply, err := l.call(ctx, request{Type: TypeExtend, Key: key, Token: g.Token})
 	if err != nil {
 		return false, err
 	}
@@ -417,11 +401,11 @@ func (l *Lock) Extend(_ context.Context, key string, g backends.Grant) (bool, er
 }
 
 // Inspect implements backends.Lock, for a program that supports inspect.
-func (l *Lock) Inspect(_ context.Context, key string) (string, error) {
+func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
 	if !l.Declaration().Supports.Inspect {
 		return "", fmt.Errorf("client %s does not support inspect (init_ok supports.inspect)", l.opts.Slot)
 	}
-	reply, err := l.call(request{Type: TypeInspect, Key: key})
+	reply, err := l.call(ctx, request{Type: TypeInspect, Key: key})
 	if err != nil {
 		return "", err
 	}
@@ -507,11 +491,12 @@ func (p *proc) isDead() bool {
 }
 
 // exchange writes msg and waits for the reply to the outstanding request,
-// timeout long (a program that does not answer in time is killed), not
+// timeout long or until ctx is done (a program that does not answer in
+// time, or whose caller gave up, is killed), not
 // counting the time the program waits at a failpoint
 // (an operation of a built-in lock stopped at one does not run out
 // either).
-func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
+func (p *proc) exchange(ctx context.Context, msg any, timeout time.Duration) (message, error) {
 	defer p.expect(0)
 	if err := p.write(msg); err != nil {
 		return message{}, err
@@ -525,6 +510,7 @@ func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
 	if parked {
 		timer.Stop()
 	}
+	done := ctx.Done()
 	for {
 		select {
 		case m := <-p.replies:
@@ -537,6 +523,17 @@ func (p *proc) exchange(msg any, timeout time.Duration) (message, error) {
 			default:
 			}
 			return message{}, p.death()
+		case <-done:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The request's own timeout bounds it, suspended while the
+				// program waits at a failpoint; a caller's deadline only
+				// estimates that timeout. A cancelled caller (client
+				// check's Ctrl-C) ends the wait.
+				done = nil
+				continue
+			}
+			p.kill()
+			return message{}, fmt.Errorf("client %s: %w while waiting for the reply: outcome unknown; the client is killed", p.slot, context.Cause(ctx))
 		case <-p.parkChange:
 			now := p.parkedNow() > 0
 			switch {

@@ -1,6 +1,7 @@
 package program
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -19,6 +20,9 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/history"
 )
+
+// bg is the context of the tests' operations and checks.
+var bg = context.Background()
 
 // python is Debian's interpreter: the broken clients need no library.
 const python = "/usr/bin/python3"
@@ -74,7 +78,7 @@ func TestCheckFailsBrokenClients(t *testing.T) {
 		logs[i] = t.TempDir()
 		check := conformanceIn(logs[i], command, nil)
 		wg.Add(1)
-		go func() { defer wg.Done(); got[i] = check.Check() }()
+		go func() { defer wg.Done(); got[i] = check.Check(bg) }()
 	}
 	wg.Wait()
 	for i, c := range cases {
@@ -137,7 +141,7 @@ func buildClient(tb testing.TB) string {
 func TestGoodClient(t *testing.T) {
 	addr := startRedis(t)
 	bin := buildClient(t)
-	fails := conformance(t, []string{bin, "-watchdog"}, []string{addr}).Check()
+	fails := conformance(t, []string{bin, "-watchdog"}, []string{addr}).Check(bg)
 	assert.Empty(t, fails)
 
 	var (

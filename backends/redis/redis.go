@@ -212,6 +212,32 @@ func (l *Lock) Inspect(ctx context.Context, key string) (string, error) {
 	return fmt.Sprintf("%s is held with %d ms left", key, pttl.Milliseconds()), nil
 }
 
+// leaseScript reads a key's PTTL and value at one moment.
+var leaseScript = goredis.NewScript(`return {redis.call("pttl", KEYS[1]), redis.call("get", KEYS[1])}`)
+
+// Lease reads what the server holds for key at one moment: whether it
+// exists, its value and how long it lives on (negative: no expiry). client
+// check holds a program's claimed leases to it.
+func (l *Lock) Lease(ctx context.Context, key string) (held bool, value string, left time.Duration, err error) {
+	r, err := leaseScript.Run(ctx, l.rdb, []string{key}).Slice()
+	if err != nil || len(r) == 0 {
+		return false, "", 0, err
+	}
+	pttl, _ := r[0].(int64)
+	switch pttl {
+	case -2:
+		return false, "", 0, nil
+	case -1:
+		left = -1
+	default:
+		left = time.Duration(pttl) * time.Millisecond
+	}
+	if len(r) > 1 {
+		value, _ = r[1].(string)
+	}
+	return true, value, left, nil
+}
+
 // Close closes the connection pool.
 func (l *Lock) Close() error { return l.rdb.Close() }
 

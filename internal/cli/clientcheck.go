@@ -18,6 +18,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends"
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
+	"github.com/lockcheck/lockcheck/backends/redis"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads"
@@ -45,8 +46,11 @@ func newClientCheckCmd() *cobra.Command {
 		Short: "Check that a lock client program speaks the client protocol before trusting a verdict on it",
 		Long: `client check starts the --topology's servers and runs the --client program
 through the protocol (docs/clients.md): the handshake, a grant, a certain
-refusal while another client holds the lock, a release that deletes, a release
-after the lease ran out, an unknown outcome when it does not answer in time
+refusal while another client holds the lock, a release that deletes, the lease
+it claims (inside it, with the holder stopped, a second client's acquire is
+refused; on --topology redis each grant, extend and renewal is held to the
+key's PTTL too; renewed's sent_ns is CLOCK_MONOTONIC), a release after the
+lease ran out, an unknown outcome when it does not answer in time
 (it is stopped, killed and started again), a failpoint round trip (when it
 declares failpoints) and a clean exit on EOF of its stdin. Each rule broken is
 one line naming the message and the rule.
@@ -55,8 +59,10 @@ The programs' stderr goes to logs/client-c0.log, ... and the servers' data and
 logs to nodes/, in --out's directory, or in a temporary one that is removed
 when the client conforms.
 
+Ctrl-C ends the check at once, killing the programs.
+
 Exit codes: 0 the client conforms, 1 it broke a rule, 2 the check could not be
-done.`,
+done (or was interrupted).`,
 		Example: `  lockcheck client check --client 'python3 my_lock.py' --topology redis
   lockcheck client check --client 'python3 my_lock.py' --topology zookeeper --ttl 1s --out check-logs`,
 		Args: cobra.NoArgs,
@@ -112,9 +118,15 @@ func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Durati
 		return err
 	}
 	prefix := "lockcheck-check:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	lease, closeLease, err := serviceLease(b.Topology(), spec.Addrs, timeout)
+	if err != nil {
+		return err
+	}
+	defer closeLease()
 	check := program.Conformance{
-		Keys: [4]string{prefix + "grant", prefix + "expiry", prefix + "timeout", prefix + "failpoint"},
-		TTL:  ttl, Timeout: timeout, UntilRelease: b.LeasesUntilRelease,
+		Lease: lease,
+		Keys:  [4]string{prefix + "grant", prefix + "expiry", prefix + "timeout", prefix + "failpoint"},
+		TTL:   ttl, Timeout: timeout, UntilRelease: b.LeasesUntilRelease,
 		Open: func(slot string, failpoints []string, fp backends.Failpoint) (*program.Lock, error) {
 			s := spec
 			o := *s.Program
@@ -124,7 +136,10 @@ func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Durati
 			return catalog.OpenProgram(s, fp)
 		},
 	}
-	fails := check.Check()
+	fails := check.Check(ctx)
+	if ctx.Err() != nil {
+		return fmt.Errorf("client check of %s interrupted: the program is not checked (its stderr is in %s)", b.Name, filepath.Join(dir, "logs"))
+	}
 	w := cmd.OutOrStdout()
 	for _, f := range fails {
 		fmt.Fprintf(w, "client check: %s\n", f)
@@ -141,6 +156,25 @@ func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Durati
 	}
 	fmt.Fprintf(w, "client check: %s conforms to protocol %d%s\n", b.Name, program.Version, kept)
 	return nil
+}
+
+// serviceLease is how client check reads a lock key's lease on the
+// service, where the topology lets it: on the one Redis server, the key's
+// value and PTTL. Elsewhere it is nil: a second client's refusal alone
+// judges the leases a program claims.
+func serviceLease(topology string, addrs []string, timeout time.Duration) (func(context.Context, string) (program.ServiceLease, error), func(), error) {
+	if topology != "redis" || len(addrs) != 1 {
+		return nil, func() {}, nil
+	}
+	rdb, err := redis.New(redis.Options{Client: backends.Client{Timeout: timeout}, Addr: addrs[0]})
+	if err != nil {
+		return nil, nil, err
+	}
+	read := func(ctx context.Context, key string) (program.ServiceLease, error) {
+		held, value, left, err := rdb.Lease(ctx, key)
+		return program.ServiceLease{Held: held, Holder: value, Left: left}, err
+	}
+	return read, func() { rdb.Close() }, nil
 }
 
 // clientCheckDir is the directory of a check's logs and servers: out, which
