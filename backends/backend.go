@@ -411,7 +411,10 @@ type Report struct {
 	At time.Time
 	// Rule, when set, says the library broke that rule of its protocol
 	// (a lock client program's: docs/clients.md), and Why how; the lock
-	// ended it. Key and Token are empty then.
+	// ends it. Key and Token are empty then. Such a report is the one
+	// exception to Reports' rule: it comes while the operation the break
+	// ends still waits, so that it is recorded under that operation's
+	// process; the function must not call the lock.
 	Rule string
 	// Sent is, for a renewal, when the library sent it to the service
 	// (CLOCK_MONOTONIC ns, the history's clock); 0 when it did not say.

@@ -102,14 +102,18 @@ func (l *Lock) granted(m *message) {
 // broke records that the program broke rule v, as it happens: in the
 // worker's log and the program's, and as a report the client loop records
 // in the history (a client-violation event), so the run is judged
-// unknown with the rule named, never a silent pass.
+// unknown with the rule named, never a silent pass. It is called before
+// the program is ended for it, and hands the report over at once (not on
+// a goroutine of its own, as deliver does): the operation the break ends
+// is still in flight, so the loop records it under that operation's
+// process, not the one it retires to.
 func (l *Lock) broke(v *Violation) {
 	l.warn(v.Error())
 	l.rmu.Lock()
 	f := l.report
 	l.rmu.Unlock()
 	if f != nil {
-		go f(backends.Report{Rule: v.Rule, Why: v.Said(), At: time.Now()})
+		f(backends.Report{Rule: v.Rule, Why: v.Said(), At: time.Now()})
 	}
 }
 
@@ -319,8 +323,8 @@ func (l *Lock) call(ctx context.Context, req request) (message, error) {
 		return reply, replyError(l.opts.Slot, req.Type, reply)
 	case reply.Type != req.Type+replySuffix:
 		v := &Violation{Slot: l.opts.Slot, Rule: RuleReply, Detail: fmt.Sprintf("%s answered by %s", req.Type, reply.Type)}
-		p.kill()
 		l.broke(v)
+		p.kill()
 		return message{}, v
 	}
 	return reply, nil
@@ -656,8 +660,8 @@ func (p *proc) read(stdout io.Reader) {
 	p.mu.Unlock()
 	if !killed {
 		err := &Violation{Slot: p.slot, Rule: RuleExit, Detail: "exited (" + p.cmd.ProcessState.String() + ")"}
-		p.fail(err)
 		p.lock.broke(err)
+		p.fail(err)
 		if !inFlight {
 			// No operation learns of it: the next one does.
 			p.lock.diedOnItsOwn(p, err)
@@ -678,8 +682,8 @@ func (l *Lock) diedOnItsOwn(p *proc, err error) {
 
 // violate ends the program for breaking v's rule and records it.
 func (p *proc) violate(v *Violation) {
-	p.fail(v)
 	p.lock.broke(v)
+	p.fail(v)
 }
 
 // handle acts on one message; false ends the program.

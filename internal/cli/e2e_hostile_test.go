@@ -34,11 +34,16 @@ func hostileScript(t *testing.T) string {
 // stdout, the verdict's reason, results.json and the report.
 func TestHostileClientProgramIsUnknown(t *testing.T) {
 	script := hostileScript(t)
-	for _, c := range []struct{ mode, rule, detail string }{
-		{"dupreply", program.RuleReply, "which is no request outstanding"},
-		{"fpflood", program.RuleAimed, `failpoint \"before-renew\", which init did not aim at`},
-		{"ttl584y", program.RuleRange, "ttl_ms 18446744074210 is out of its range"},
-		{"badutf8", program.RuleUTF8, "not valid UTF-8"},
+	for _, c := range []struct {
+		mode, rule, detail string
+		// inFlight: the break ends the operation in flight, which is
+		// info under the process the break is recorded for.
+		inFlight bool
+	}{
+		{"dupreply", program.RuleReply, "which is no request outstanding", false},
+		{"fpflood", program.RuleAimed, `failpoint \"before-renew\", which init did not aim at`, true},
+		{"ttl584y", program.RuleRange, "ttl_ms 18446744074210 is out of its range", true},
+		{"badutf8", program.RuleUTF8, "not valid UTF-8", true},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			store := t.TempDir()
@@ -59,6 +64,19 @@ func TestHostileClientProgramIsUnknown(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, string(raw), `"client_violations"`)
 			assert.Contains(t, string(raw), c.detail)
+			if c.inFlight {
+				h, err := history.ReadFile(filepath.Join(dir, results.HistoryFile))
+				require.NoError(t, err)
+				ended := map[string]bool{}
+				for _, e := range h.Events {
+					if e.Type == history.Info && e.Process != history.Nemesis && strings.Contains(e.Error, c.rule) {
+						ended[e.Process.String()] = true
+					}
+				}
+				for _, v := range res.ClientViolations {
+					assert.True(t, ended[v.Client], "%s's break is recorded under the process whose operation it ended", v.Client)
+				}
+			}
 			page, err := os.ReadFile(filepath.Join(dir, results.ReportFile))
 			require.NoError(t, err)
 			assert.Contains(t, string(page), "client broke the protocol")
