@@ -91,26 +91,27 @@ func TestNetworkFaultsThatCannotReachAProgramAreRefused(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(strings.TrimSpace(inv.stderr), "\n")+1, "one line: %s", inv.stderr)
 }
 
-// The incident shape with a real library: kazoo's holder, cut off from
+// The incident shape with real libraries: kazoo's holder, cut off from
 // every ZooKeeper server past its one-second session through its slot's
-// relays, goes on working; unfenced an update is lost and kazoo says LOST
-// only after the next grant, fenced by the resource its write is refused
-// (examples/clients/kazoo/cut-off-*.yaml).
-func TestKazooHolderCutOffPastItsSession(t *testing.T) {
+// relays, and redis-py's, cut off from Redis past its 2 s lease, go on
+// working; unfenced an update is lost (and kazoo says LOST only after the
+// next grant), fenced by the resource the late write is refused
+// (examples/clients/{kazoo,redis-py}/cut-off*.yaml).
+func TestLibraryHolderCutOffPastItsLease(t *testing.T) {
 	testtier.Long(t)
 	needClientLibraries(t)
-	for _, name := range []string{"cut-off-past-its-session.yaml", "cut-off-fenced.yaml"} {
+	for _, name := range []string{"kazoo/cut-off-past-its-session.yaml", "kazoo/cut-off-fenced.yaml", "redis-py/cut-off.yaml", "redis-py/cut-off-fenced.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			raw, err := os.ReadFile(filepath.Join(clientsDir, "kazoo", name))
+			raw, err := os.ReadFile(filepath.Join(clientsDir, name))
 			require.NoError(t, err)
 			// The scenario names its command from the repository's root.
-			scn := filepath.Join(t.TempDir(), name)
+			scn := filepath.Join(t.TempDir(), filepath.Base(name))
 			require.NoError(t, os.WriteFile(scn, []byte(strings.ReplaceAll(string(raw), " examples/clients/", " "+clientsDir+"/")), 0o644))
 			store := t.TempDir()
 			inv := lockcheck("scenario", "run", "--file", scn, "--out", store)
 			require.Equal(t, exitValid, inv.code, "the scenario's expectations hold: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
-			if name != "cut-off-past-its-session.yaml" {
+			if name != "kazoo/cut-off-past-its-session.yaml" {
 				return
 			}
 			h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
