@@ -73,6 +73,13 @@ func NewPlan(req Config) (Config, error) {
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = cfg.Pause + time.Second
+		// A run too short for a step a pause plus a second after the
+		// start (a 70s pause in 90s, to outlast a library's 60s lease)
+		// gets one that starts and ends within it: a pause cut short by
+		// the run's end lands nothing.
+		if room := cfg.Limit - cfg.Pause; cfg.Interval+cfg.Pause > cfg.Limit && room > 0 {
+			cfg.Interval = room / 2
+		}
 	}
 	if _, err := Preflight(cfg); err != nil {
 		return cfg, err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -48,4 +49,32 @@ func TestEntryPointsTakeTheDefaultsOfThePlan(t *testing.T) {
 	// scenario's 100ms TTL is a 200ms lease, and its pause twice that.
 	assert.Equal(t, 200*time.Millisecond, fromScenario.Lease)
 	assert.Equal(t, 400*time.Millisecond, fromScenario.Pause)
+}
+
+// The time between faults is the pause and a second, unless a run is too
+// short for a step that starts then to end within it: then the one step
+// it has room for starts and ends inside the run (a 70s pause, to outlast
+// a library's 60s lease, in a 90s run).
+func TestDefaultIntervalLeavesRoomForOnePause(t *testing.T) {
+	tests := []struct {
+		name         string
+		args         []string
+		wantInterval time.Duration
+	}{
+		{"the default run", nil, 2 * time.Second},
+		{"a pause that fits after pause plus a second", []string{"--pause", "2s", "--time-limit", "20s"}, 3 * time.Second},
+		{"a 70s pause in 90s", []string{"--pause", "70s", "--time-limit", "90s"}, 10 * time.Second},
+		{"a given interval is kept", []string{"--pause", "70s", "--time-limit", "90s", "--nemesis-interval", "30s"}, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd, p := runCommand()
+			require.NoError(t, cmd.ParseFlags(append([]string{"--seed", "1", "--nemesis", "pause-holder"}, tt.args...)))
+			require.NoError(t, p.plan(cmd))
+			assert.Equal(t, tt.wantInterval, p.cfg.Interval)
+			if !slices.Contains(tt.args, "--nemesis-interval") {
+				assert.LessOrEqual(t, p.cfg.Interval+p.cfg.Pause, p.cfg.Limit, "the first pause ends within the run")
+			}
+		})
+	}
 }

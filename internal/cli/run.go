@@ -140,7 +140,7 @@ func addRunFlags(fl *pflag.FlagSet, f *runFlags, limit time.Duration) {
 	fl.DurationVar(&f.ttl, "ttl", harness.Defaults.TTL, "lease length of the lock (at least 1ms)")
 	fl.DurationVar(&f.limit, "time-limit", limit, "how long the workload runs (at least the --ttl)")
 	fl.Var(&pauseFlag{f: f}, "pause", "how long a pause fault lasts (0: twice the lease the backend grants for --ttl, so a paused holder outlives its lease); a range such as 100ms-900ms or @FILE (measured pauses in ms, one per line, such as a GC log's) draws each fault's pause from that distribution")
-	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the greatest pause plus one second)")
+	fl.DurationVar(&f.interval, "nemesis-interval", 0, "time between faults (0: the greatest pause plus one second, or, when a pause would then not end within --time-limit, half the time the run has beside one pause)")
 	fl.StringVar(&f.think, "think", harness.Defaults.Think, "time a client works inside the lock, drawn for each critical section: a duration, a range such as 10ms-50ms, or @FILE (measured work times in ms, one per line)")
 	fl.DurationVar(&f.retry, "retry", harness.Defaults.Retry, "pause of a client after the lock was refused to it")
 	fl.DurationVar(&f.opTimeout, "op-timeout", harness.Defaults.OpTimeout, "time limit of each operation; one that runs out has an unknown outcome")
