@@ -344,7 +344,7 @@ func eachLineAt(r io.Reader, size int, resource bool, visit func(line int, offse
 	var offset int64
 	for line := 1; ; line++ {
 		b, complete, err := readLine(br, &long)
-		if err == lineTooLong {
+		if errors.Is(err, errLineTooLong) {
 			return false, &ParseError{Line: line, Err: err, resource: resource}
 		}
 		if err != nil {
@@ -384,13 +384,13 @@ func lineError(err error, line int, complete, resource bool) (truncated bool, _ 
 // broken file cannot take the memory of the machine that checks it.
 const MaxLine = 1 << 20
 
-// lineTooLong is the error of a line over MaxLine.
-var lineTooLong = fmt.Errorf("over %d bytes (1 MiB), the longest line a history or resource log may hold (docs/history.md); cut the file before this line, or split what the line holds over smaller events", MaxLine)
+// errLineTooLong is the error of a line over MaxLine.
+var errLineTooLong = fmt.Errorf("over %d bytes (1 MiB), the longest line a history or resource log may hold (docs/history.md); cut the file before this line, or split what the line holds over smaller events", MaxLine)
 
 // readLine reads the next line with its newline; complete is false for a
 // last line with no newline (or none at all). The line is valid until the
 // next call: it lies in br's buffer, or in *long for a line longer than
-// that buffer. A line over MaxLine is lineTooLong, with no more of it read
+// that buffer. A line over MaxLine is errLineTooLong, with no more of it read
 // than MaxLine and a buffer.
 func readLine(br *bufio.Reader, long *[]byte) (line []byte, complete bool, err error) {
 	b, err := br.ReadSlice('\n')
@@ -403,7 +403,7 @@ func readLine(br *bufio.Reader, long *[]byte) (line []byte, complete bool, err e
 		b = *long
 	}
 	if len(bytes.TrimSuffix(b, []byte{'\n'})) > MaxLine {
-		return nil, false, lineTooLong
+		return nil, false, errLineTooLong
 	}
 	switch err {
 	case nil:

@@ -41,7 +41,7 @@ func (t *Tail) Lines(visit func(line int, b []byte) error) error {
 			}
 			t.line++
 			if i > MaxLine {
-				return &ParseError{Line: t.line, Err: lineTooLong, resource: t.resource}
+				return &ParseError{Line: t.line, Err: errLineTooLong, resource: t.resource}
 			}
 			if b := bytes.TrimSpace(t.pending[:i]); len(b) > 0 {
 				if err := visit(t.line, b); err != nil {
@@ -53,7 +53,7 @@ func (t *Tail) Lines(visit func(line int, b []byte) error) error {
 		}
 		if len(t.pending) > MaxLine {
 			// A line being written may grow no further than a line read.
-			return &ParseError{Line: t.line + 1, Err: lineTooLong, resource: t.resource}
+			return &ParseError{Line: t.line + 1, Err: errLineTooLong, resource: t.resource}
 		}
 		t.pending = append([]byte(nil), t.pending...) // let the read lines go
 		if err == io.EOF || n == 0 {
