@@ -33,6 +33,11 @@ func conformance(t *testing.T, command []string, addrs []string) Conformance {
 
 // conformanceIn is conformance with the programs' stderr logs in dir.
 func conformanceIn(dir string, command []string, addrs []string) Conformance {
+	return conformanceWith(dir, command, addrs, 2*time.Second)
+}
+
+// conformanceWith is conformanceIn with the programs' init timeout.
+func conformanceWith(dir string, command []string, addrs []string, initTimeout time.Duration) Conformance {
 	prefix := fmt.Sprintf("test-%d:", time.Now().UnixNano())
 	return Conformance{
 		Keys: [4]string{prefix + "a", prefix + "b", prefix + "c", prefix + "d"},
@@ -40,7 +45,7 @@ func conformanceIn(dir string, command []string, addrs []string) Conformance {
 		Open: func(slot string, failpoints []string, fp backends.Failpoint) (*Lock, error) {
 			return Open(Options{
 				Client:  backends.Client{TTL: 300 * time.Millisecond, Timeout: 500 * time.Millisecond, Failpoint: fp},
-				Command: command, Slot: slot, Addrs: addrs, Failpoints: failpoints, InitTimeout: 2 * time.Second,
+				Command: command, Slot: slot, Addrs: addrs, Failpoints: failpoints, InitTimeout: initTimeout,
 				LogPath: filepath.Join(dir, slot+".log"),
 			})
 		},

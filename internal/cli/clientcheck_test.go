@@ -36,6 +36,7 @@ func TestClientCheckNamesLeaseLies(t *testing.T) {
 		{"honest", ""},
 		{"overclaim", program.RuleLease},
 		{"fakerenew", program.RuleRenewal},
+		{"fakeextend", program.RuleRenewal},
 		{"wallclock", program.RuleSentNs},
 	}
 	for _, c := range cases {

@@ -7,6 +7,7 @@ RESP itself: the tests need no Redis library.
   fakerenew  reports renewals its watchdog never sends
   wallclock  renews, and says when on the wall clock (time.time_ns)
   cputime    renews, and says when on the process's CPU clock
+  fakeextend answers extend with extended true, and extends nothing
   dies       tells no lie; as c0, exits 50 ms after its second grant
 """
 import json
@@ -77,6 +78,8 @@ def sent_ns():
 
 
 def watchdog(key, token, stop):
+    if mode == "fakeextend":
+        return  # its extends are what it lies about
     while not stop.wait(ttl / 3000):
         sent = sent_ns()
         if mode != "fakerenew" and rdb.call("EVAL", EXTEND, 1, key, token, ttl) != 1:
@@ -90,7 +93,8 @@ for line in sys.stdin:
     t, mid = req["type"], req.get("msg_id")
     if t == "init":
         rdb, ttl, slot = Redis(req["addrs"][0]), req["ttl_ms"], req["client"]
-        send({"type": "init_ok", "in_reply_to": mid, "library": "liar-" + mode, "version": "0"})
+        send({"type": "init_ok", "in_reply_to": mid, "library": "liar-" + mode, "version": "0",
+              "supports": {"extend": True, "inspect": False, "fence": False}})
     elif t == "acquire":
         n += 1
         token = "%d-%d" % (os.getpid(), n)
@@ -104,6 +108,9 @@ for line in sys.stdin:
         threading.Thread(target=watchdog, args=(req["key"], token, stop), daemon=True).start()
         if mode == "dies" and slot == "c0" and n == 2:
             threading.Timer(0.05, os._exit, args=(0,)).start()
+    elif t == "extend":
+        ok = mode == "fakeextend" or rdb.call("EVAL", EXTEND, 1, req["key"], req["token"], ttl) == 1
+        send({"type": "extend_ok", "in_reply_to": mid, "extended": ok, "ttl_ms": ttl})
     elif t == "release":
         stop = watchdogs.pop(req["token"], None)
         if stop:
