@@ -129,6 +129,9 @@ func (k *checkRun) open(slot string, failpoints []string, fp backends.Failpoint)
 	}()
 	select {
 	case o := <-ch:
+		if o.l != nil {
+			o.l.Reports(k.broken)
+		}
 		return o.l, o.err
 	case <-k.ctx.Done():
 		go func() {
@@ -137,6 +140,16 @@ func (k *checkRun) open(slot string, failpoints []string, fp backends.Failpoint)
 			}
 		}()
 		return nil, k.ctx.Err()
+	}
+}
+
+// broken fails the check for a rule the program broke that no step's
+// reply showed: one broken after a reply was taken (a duplicate reply) or
+// in a message nobody asked for, which the Lock reports as a run records
+// it (a client-violation).
+func (k *checkRun) broken(r backends.Report) {
+	if r.Rule != "" {
+		k.fail("protocol", r.Rule, errors.New(r.Why))
 	}
 }
 
@@ -277,8 +290,8 @@ func (c claim) rule() string {
 func (k *checkRun) checkLease(a, b *Lock) {
 	key := k.Keys[1]
 	w := &renewals{k: k, key: key}
-	a.Reports(w.report)
-	defer a.Reports(nil)
+	a.Reports(func(r backends.Report) { k.broken(r); w.report(r) })
+	defer a.Reports(k.broken)
 	invoke := history.Now()
 	g, err := a.Acquire(k.ctx, key)
 	if err != nil {
@@ -501,7 +514,7 @@ func (w *renewals) held(token string) bool {
 }
 
 func (w *renewals) report(r backends.Report) {
-	if r.Lost {
+	if r.Lost || r.Rule != "" {
 		return
 	}
 	read := history.Now() - int64(time.Since(r.At))
