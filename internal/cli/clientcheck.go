@@ -19,6 +19,7 @@ import (
 	"github.com/lockcheck/lockcheck/backends/catalog"
 	"github.com/lockcheck/lockcheck/backends/program"
 	"github.com/lockcheck/lockcheck/backends/redis"
+	"github.com/lockcheck/lockcheck/backends/sentinel"
 	"github.com/lockcheck/lockcheck/harness"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/workloads"
@@ -48,7 +49,7 @@ func newClientCheckCmd() *cobra.Command {
 through the protocol (docs/clients.md): the handshake, a grant, a certain
 refusal while another client holds the lock, a release that deletes, the lease
 it claims (inside it, with the holder stopped, a second client's acquire is
-refused; on --topology redis each grant, extend and renewal is held to the
+refused; on --topology redis and sentinel each grant, extend and renewal is held to the
 key's PTTL too; renewed's sent_ns is CLOCK_MONOTONIC), a release after the
 lease ran out, an unknown outcome when it does not answer in time
 (it is stopped, killed and started again), a failpoint round trip (when it
@@ -159,14 +160,24 @@ func clientCheck(cmd *cobra.Command, b catalog.Backend, ttl, timeout time.Durati
 }
 
 // serviceLease is how client check reads a lock key's lease on the
-// service, where the topology lets it: on the one Redis server, the key's
-// value and PTTL. Elsewhere it is nil: a second client's refusal alone
-// judges the leases a program claims.
+// service, where the topology lets it: the key's value and PTTL on the one
+// Redis server, or on the master the sentinels name. Elsewhere it is nil:
+// a second client's refusal alone judges the leases a program claims.
 func serviceLease(topology string, addrs []string, timeout time.Duration) (func(context.Context, string) (program.ServiceLease, error), func(), error) {
-	if topology != "redis" || len(addrs) != 1 {
+	var (
+		rdb *redis.Lock
+		err error
+	)
+	opts := redis.Options{Client: backends.Client{Timeout: timeout}}
+	switch {
+	case topology == "redis" && len(addrs) == 1:
+		opts.Addr = addrs[0]
+		rdb, err = redis.New(opts)
+	case topology == "sentinel" && len(addrs) > 0:
+		rdb, err = sentinel.New(opts, addrs)
+	default:
 		return nil, func() {}, nil
 	}
-	rdb, err := redis.New(redis.Options{Client: backends.Client{Timeout: timeout}, Addr: addrs[0]})
 	if err != nil {
 		return nil, nil, err
 	}
