@@ -251,6 +251,12 @@ func newContainerLinks(nodes []Container) (*containerLinks, error) {
 func (l *containerLinks) source(slot int) (string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// A slot keeps its address: a worker started again in it, and the
+	// relays of its lock client program (programlinks.go), ask again, and
+	// the address is assigned on the network once.
+	if ip, ok := l.addrs[clientLink(slot)]; ok {
+		return ip, nil
+	}
 	for _, n := range l.nodes {
 		ip, err := n.ClientAddr(slot)
 		if err != nil {

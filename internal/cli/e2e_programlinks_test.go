@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockcheck/lockcheck/backends/catalog"
+	"github.com/lockcheck/lockcheck/harness/container/containertest"
 	"github.com/lockcheck/lockcheck/history"
 	"github.com/lockcheck/lockcheck/internal/testtier"
 	"github.com/lockcheck/lockcheck/results"
@@ -132,4 +134,63 @@ func TestLibraryHolderCutOffPastItsLease(t *testing.T) {
 			assert.Greater(t, lost, next, "kazoo said LOST only after the next grant")
 		})
 	}
+}
+
+// Under the docker runtime a program's relays dial from the slot's address
+// on the run's network, which the node's packet rules cut: while c0's
+// link to redis-0 is cut, no lock operation of c0's Go reference client is
+// answered, and c1's are. Before, a program dialled from the host's own
+// address, which no rule of c0's names.
+func TestPartitionCutsAProgramsLinksInDocker(t *testing.T) {
+	testtier.Long(t)
+	cli := containertest.Engine(t)
+	images := containertest.Images(t, cli)
+	t.Cleanup(func() {
+		assert.Zero(t, containertest.Leftovers(t, cli), "no container or network of any run is left")
+	})
+	dir := t.TempDir()
+	scn := filepath.Join(dir, "cut.yaml")
+	require.NoError(t, os.WriteFile(scn, fmt.Appendf(nil, `name: cut-a-program-in-docker
+client:
+  command: %s
+  topology: redis
+workload: unfenced
+ttl: 1s
+clients: 2
+think: 2500ms
+time_limit: 8s
+timeline:
+  - at: 500ms
+    do: partition
+    target: c0
+    links: [redis-0]
+    for: 3s
+expect:
+  verdict: "not true"
+`, goClient(t)), 0o644))
+	args := []string{"scenario", "run", "--file", scn, "--runtime", "docker"}
+	for _, img := range catalog.Images() {
+		args = append(args, "--"+img.Param(), images[img.Kind])
+	}
+	store := filepath.Join(dir, "store")
+	inv := lockcheck(append(args, "--out", store)...)
+	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	var cut int64
+	cuts, c1 := 0, 0
+	for _, e := range h.Events {
+		lockOp := e.F == history.FAcquire || e.F == history.FRelease || e.F == history.FExtend
+		switch {
+		case e.F == history.NemPartition:
+			cut, cuts = e.Time, cuts+1
+		case e.F == history.NemHeal:
+			cut = 0
+		case cut != 0 && e.Time > cut+int64(100*time.Millisecond) && e.Type == history.OK && lockOp && e.Process == 0:
+			t.Errorf("c0 was answered %s into its cut: %s", time.Duration(e.Time-cut), e.F)
+		case cut != 0 && e.Type == history.OK && lockOp && e.Process == 1:
+			c1++
+		}
+	}
+	require.Equal(t, 1, cuts, "the partition ran: %s", inv.stdout)
+	assert.Positive(t, c1, "c1's link was not cut")
 }
