@@ -28,9 +28,7 @@ import (
 func TestPartitionCutsAProgramsOwnLinks(t *testing.T) {
 	testtier.Long(t)
 	bin := goClient(t)
-	dir := t.TempDir()
-	scn := filepath.Join(dir, "cut.yaml")
-	require.NoError(t, os.WriteFile(scn, fmt.Appendf(nil, `name: cut-a-program
+	inv, h := runScenarioYAML(t, fmt.Sprintf(`name: cut-a-program
 client:
   command: %s
   topology: redis
@@ -47,11 +45,7 @@ timeline:
     for: 3s
 expect:
   verdict: "not true"
-`, bin), 0o644))
-	store := filepath.Join(dir, "store")
-	inv := lockcheck("scenario", "run", "--file", scn, "--out", store)
-	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
-	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+`, bin))
 	var cut, healed int64
 	for _, e := range h.Events {
 		switch {
@@ -108,16 +102,11 @@ func TestLibraryHolderCutOffPastItsLease(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join(clientsDir, name))
 			require.NoError(t, err)
 			// The scenario names its command from the repository's root.
-			scn := filepath.Join(t.TempDir(), filepath.Base(name))
-			require.NoError(t, os.WriteFile(scn, []byte(strings.ReplaceAll(string(raw), " examples/clients/", " "+clientsDir+"/")), 0o644))
-			store := t.TempDir()
-			inv := lockcheck("scenario", "run", "--file", scn, "--out", store)
+			inv, h := runScenarioYAML(t, strings.ReplaceAll(string(raw), " examples/clients/", " "+clientsDir+"/"))
 			require.Equal(t, exitValid, inv.code, "the scenario's expectations hold: stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
 			if name != "kazoo/cut-off-past-its-session.yaml" {
 				return
 			}
-			h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
-			require.NoError(t, err)
 			var token string
 			var lost int64
 			for _, e := range h.Events {
@@ -148,9 +137,11 @@ func TestPartitionCutsAProgramsLinksInDocker(t *testing.T) {
 	t.Cleanup(func() {
 		assert.Zero(t, containertest.Leftovers(t, cli), "no container or network of any run is left")
 	})
-	dir := t.TempDir()
-	scn := filepath.Join(dir, "cut.yaml")
-	require.NoError(t, os.WriteFile(scn, fmt.Appendf(nil, `name: cut-a-program-in-docker
+	args := []string{"--runtime", "docker"}
+	for _, img := range catalog.Images() {
+		args = append(args, "--"+img.Param(), images[img.Kind])
+	}
+	inv, h := runScenarioYAML(t, fmt.Sprintf(`name: cut-a-program-in-docker
 client:
   command: %s
   topology: redis
@@ -167,15 +158,7 @@ timeline:
     for: 3s
 expect:
   verdict: "not true"
-`, goClient(t)), 0o644))
-	args := []string{"scenario", "run", "--file", scn, "--runtime", "docker"}
-	for _, img := range catalog.Images() {
-		args = append(args, "--"+img.Param(), images[img.Kind])
-	}
-	store := filepath.Join(dir, "store")
-	inv := lockcheck(append(args, "--out", store)...)
-	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
-	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+`, goClient(t)), args...)
 	var cut int64
 	cuts, c1 := 0, 0
 	for _, e := range h.Events {
@@ -193,4 +176,18 @@ expect:
 	}
 	require.Equal(t, 1, cuts, "the partition ran: %s", inv.stdout)
 	assert.Positive(t, c1, "c1's link was not cut")
+}
+
+// runScenarioYAML runs the scenario yaml with scenario run's extra flags and
+// reads the history of its run.
+func runScenarioYAML(t *testing.T, yaml string, extra ...string) (invocation, *history.History) {
+	t.Helper()
+	dir := t.TempDir()
+	scn := filepath.Join(dir, "scenario.yaml")
+	require.NoError(t, os.WriteFile(scn, []byte(yaml), 0o644))
+	store := filepath.Join(dir, "store")
+	inv := lockcheck(append([]string{"scenario", "run", "--file", scn, "--out", store}, extra...)...)
+	h, err := history.ReadFile(filepath.Join(store, "latest", results.HistoryFile))
+	require.NoError(t, err, "stdout:\n%s\nstderr:\n%s", inv.stdout, inv.stderr)
+	return inv, h
 }
