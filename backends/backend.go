@@ -387,6 +387,19 @@ func Addrs(eps []Endpoint) []string {
 	return out
 }
 
+// Starter is a Lock whose client must be running before a request can be
+// sent to it: a lock client program, started again after it died or was
+// killed. The client loop starts it before it records an operation's
+// invoke, so that the time a restart takes is recorded as the restart it
+// is (history.NemClientStart), never as the operation's latency, and no
+// lease is judged from before its request could be sent.
+type Starter interface {
+	Lock
+	// Start brings the client up if it is not running and says how long
+	// that took: 0 when it was running.
+	Start(ctx context.Context) (time.Duration, error)
+}
+
 // Reporter is a Lock whose library acts on its own between the operations
 // it is asked for, and says so: a watchdog that renewed a lease, a session
 // listener that noticed the lock is gone (a lock client program's renewed

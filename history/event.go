@@ -362,6 +362,12 @@ const (
 	// (the line, cut). A run with one is unknown: the program was not
 	// tested as its library runs.
 	NemClientViolation = "client-violation"
+	// NemClientStart records that a client's lock client program was
+	// started again in its slot, after it died or was killed, before the
+	// client's next operation: Target is the client's new process,
+	// DurationMs how long the start and its init took. The operation's
+	// invoke comes after it: a restart is not a wait for the lock.
+	NemClientStart = "client-start"
 )
 
 // MissedPrefix starts the Detail of a nemesis event that says the fault

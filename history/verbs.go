@@ -114,6 +114,7 @@ var verbs = map[string]Verb{
 	NemLockLost:        {Role: Observes},
 	NemLockRenewed:     {Role: Observes},
 	NemClientViolation: {Role: Observes},
+	NemClientStart:     {Role: Observes},
 }
 
 // VerbOf looks a verb up; a verb not in the table is a point fault.

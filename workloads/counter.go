@@ -132,6 +132,7 @@ func (c *Client) Run(ctx context.Context) {
 func (c *Client) cycle(key string) bool {
 	c.fp.Hit(FailpointBeforeAcquire)
 	ctx := context.Background() // an operation, once begun, runs to its own timeout
+	c.startLock(ctx)
 	start := c.invoke(history.FAcquire, key, nil)
 	g, err := c.lock.Acquire(ctx, key)
 	switch {

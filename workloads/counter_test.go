@@ -162,3 +162,50 @@ func TestFencedStoreRefusesAStaleFence(t *testing.T) {
 	require.Len(t, entries, 4, "every write is logged, accepted or refused")
 	assert.NotEmpty(t, entries[1].Reason)
 }
+
+// restartingLock is a memLock whose client, like a lock client program
+// killed after a timeout, takes a while to start again before it can
+// take a request (backends.Starter).
+type restartingLock struct {
+	memLock
+	down bool
+	took time.Duration
+}
+
+func (l *restartingLock) Start(context.Context) (time.Duration, error) {
+	if !l.down {
+		return 0, nil
+	}
+	time.Sleep(l.took)
+	l.down = false
+	return l.took, nil
+}
+
+// A restart is not a wait for the lock: a client whose program must start
+// again records the start, then the acquire's invoke; the acquire's
+// latency holds none of the restart, and a client that was running records
+// no start.
+func TestARestartIsNotAcquireLatency(t *testing.T) {
+	for _, down := range []bool{true, false} {
+		t.Run(strconv.FormatBool(down), func(t *testing.T) {
+			lock := &restartingLock{memLock: memLock{holders: map[string]string{}}, down: down, took: 200 * time.Millisecond}
+			var events []history.Event
+			c := NewClient(Config{Keys: []string{"lock-0"}, Stride: 5}, lock, resource.NewStore(&bytes.Buffer{}, false),
+				func(e history.Event) { events = append(events, e) }, nil)
+			c.cycle("lock-0")
+			require.NotEmpty(t, events)
+			if !down {
+				assert.Equal(t, history.FAcquire, events[0].F, "no start recorded for a running client")
+				return
+			}
+			start := events[0]
+			require.Equal(t, history.NemClientStart, start.F)
+			assert.Equal(t, "c0", start.Value.Target)
+			assert.Equal(t, int64(200), start.Value.DurationMs)
+			require.Equal(t, history.FAcquire, events[1].F)
+			require.Equal(t, history.FAcquire, events[2].F)
+			assert.GreaterOrEqual(t, events[1].Time, start.Time, "the invoke comes after the restart")
+			assert.Less(t, events[2].Time-events[1].Time, int64(100*time.Millisecond), "the acquire's latency holds none of the 200ms restart")
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -115,3 +116,21 @@ func (r *reports) unplaced(rep backends.Report, now int64) string {
 // renewal the lock's library made on its own (a lock client's renewed
 // message), not one the client loop asked for.
 const RenewedByLibrary = "renewed by the library"
+
+// startLock starts a lock whose client must run before a request can be
+// sent (backends.Starter), and records a restart as one: the acquire's
+// invoke comes after it. A start that fails is left to the acquire, which
+// fails the same way and is recorded as its outcome.
+func (c *Client) startLock(ctx context.Context) {
+	s, ok := c.lock.(backends.Starter)
+	if !ok {
+		return
+	}
+	took, err := s.Start(ctx)
+	if err != nil || took == 0 {
+		return
+	}
+	c.emit(history.Event{Time: history.Now(), Process: history.Nemesis, Type: history.Info, F: history.NemClientStart,
+		Value: &history.Value{Target: c.process.String(), DurationMs: took.Milliseconds(),
+			Detail: fmt.Sprintf("its lock client program was started again in %s", took.Round(time.Millisecond))}})
+}

@@ -380,6 +380,22 @@ func (l *Lock) Acquire(ctx context.Context, key string) (backends.Grant, error) 
 	return g, nil
 }
 
+// Start implements backends.Starter: a program that died or was killed is
+// started again, and its init answered, before the next request's invoke
+// is recorded.
+func (l *Lock) Start(context.Context) (time.Duration, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur != nil && !l.cur.isDead() {
+		return 0, nil
+	}
+	began := time.Now()
+	if _, err := l.running(); err != nil {
+		return 0, err
+	}
+	return time.Since(began), nil
+}
+
 // Release implements backends.Lock.
 func (l *Lock) Release(ctx context.Context, key string, g backends.Grant) (bool, error) {
 	reply, err := l.call(ctx, request{Type: TypeRelease, Key: key, Token: g.Token})

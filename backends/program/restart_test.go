@@ -1,11 +1,15 @@
 package program
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/lockcheck/lockcheck/backends"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // restartScript is a client that keeps an in-memory lock and, once started
@@ -65,4 +69,55 @@ func TestCheckNamesTheRuleBrokenAfterARestart(t *testing.T) {
 			assert.NotContains(t, rules, tt.not)
 		})
 	}
+}
+
+// slowRestartScript never answers its first acquire (the lock kills it
+// after the timeout) and, started again, takes 600 ms over init, as an
+// interpreter importing a library does.
+const slowRestartScript = `import json, sys, time
+process = 0
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    req = json.loads(line)
+    t, mid = req["type"], req.get("msg_id")
+    if t == "init":
+        process = req["process"]
+        if process > 0:
+            time.sleep(0.6)
+        send({"type": "init_ok", "in_reply_to": mid, "library": "slow-restart", "version": "0"})
+    elif t == "acquire" and process == 0:
+        time.sleep(60)
+    elif t == "acquire":
+        send({"type": "acquire_ok", "in_reply_to": mid, "token": "t%d" % process, "ttl_ms": 300})
+    elif t == "release":
+        send({"type": "release_ok", "in_reply_to": mid, "deleted": True})
+`
+
+// Start brings a killed program up again and says how long that took, so
+// that the next acquire's latency holds none of it; a running program's
+// Start takes nothing.
+func TestStartRestartsAKilledProgramBeforeTheRequest(t *testing.T) {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	script := filepath.Join(t.TempDir(), "slow.py")
+	require.NoError(t, os.WriteFile(script, []byte(slowRestartScript), 0o644))
+	l, err := Open(Options{Client: backends.Client{TTL: 300 * time.Millisecond, Timeout: 300 * time.Millisecond},
+		Command: []string{python, script}, Slot: "c0", Stride: 5})
+	require.NoError(t, err)
+	defer l.Close()
+	took, err := l.Start(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, took, "running: nothing to start")
+	_, err = l.Acquire(context.Background(), "k")
+	require.Error(t, err, "no reply within the timeout: the program is killed")
+	took, err = l.Start(context.Background())
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, took, 600*time.Millisecond, "the restart and its init")
+	began := time.Now()
+	g, err := l.Acquire(context.Background(), "k")
+	require.NoError(t, err)
+	assert.Equal(t, "t5", g.Token, "the program's next process")
+	assert.Less(t, time.Since(began), 500*time.Millisecond, "the acquire waits for no restart")
 }
